@@ -1,0 +1,55 @@
+"""Where the Hydra configs live, and how the lab composes them from any working directory.
+
+The config root holds ``conf/`` (the primary config dir), ``experiments/`` and ``sweeps/``. In a source
+checkout or an editable install it is the repository root; a wheel carries a copy in
+``gigpo_lab/_configs`` (written by ``setup.py``'s build step). ``experiments/`` and ``sweeps/`` join Hydra's
+search path through a ``hydra.searchpath`` override, so ``experiments=NAME`` and ``sweeps=NAME`` resolve.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def config_root() -> Path:
+    """The folder that holds ``conf/``, ``experiments/`` and ``sweeps/``."""
+    packaged = _PACKAGE / "_configs"
+    if (packaged / "conf" / "config.yaml").is_file():
+        return packaged
+    return _PACKAGE.parent
+
+
+def conf_dir() -> Path:
+    """Hydra's primary config directory (``<root>/conf``)."""
+    return config_root() / "conf"
+
+
+def searchpath_override() -> str:
+    """The ``hydra.searchpath`` override that puts ``experiments/`` and ``sweeps/`` on the search path."""
+    return f"hydra.searchpath=[file://{config_root()}]"
+
+
+def register_schemas() -> None:
+    """Store every structured-config schema (estimator, rollout, loss) in Hydra's ConfigStore."""
+    from gigpo_lab.advantages.schema import register_configs as register_estimators
+    from gigpo_lab.rollout.schema import register_configs as register_rollout
+    from gigpo_lab.training.schema import register_configs as register_loss
+
+    register_estimators()
+    register_rollout()
+    register_loss()
+
+
+def compose_config(overrides: list[str] | tuple[str, ...] = (), return_hydra_config: bool = False):
+    """Compose the lab's config the way ``gigpo-lab train`` does, without running it (for tests and notebooks)."""
+    from hydra import compose, initialize_config_dir
+
+    register_schemas()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose(
+            config_name="config",
+            overrides=[searchpath_override(), *overrides],
+            return_hydra_config=return_hydra_config,
+        )

@@ -1,0 +1,49 @@
+"""``IterationLogger``: the Lightning callback that closes each iteration and writes it to MLflow.
+
+Lightning calls callbacks' ``on_train_epoch_end`` before ``ModelCheckpoint`` saves, so an iteration's
+metrics are written before the checkpoint that follows it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import lightning as L
+
+from gigpo_lab.tracking.mlflow_tracker import MlflowTracker
+
+
+class IterationLogger(L.Callback):
+    """Finish each iteration on the module and write its queued metrics and samples in one batch.
+
+    Args:
+        tracker: the run's ``MlflowTracker``, or None to keep metrics in memory only.
+    """
+
+    def __init__(self, tracker: MlflowTracker | None) -> None:
+        self.tracker = tracker
+        #: every (step, metrics) written, in order; ``train()`` returns the last values from it.
+        self.history: list[tuple[int, dict[str, float]]] = []
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module) -> None:
+        pl_module.finish_iteration()
+        self.flush(pl_module)
+
+    def flush(self, pl_module) -> None:
+        for step, metrics in pl_module.pending_metrics:
+            self.history.append((step, metrics))
+            if self.tracker is not None:
+                self.tracker.log_metrics(metrics, step=step)
+        pl_module.pending_metrics.clear()
+        for step, rows in pl_module.pending_samples:
+            if self.tracker is not None:
+                text = "\n".join(json.dumps(r) for r in rows) + "\n"
+                self.tracker.log_text(text, f"samples/iteration_{step:05d}.jsonl")
+        pl_module.pending_samples.clear()
+
+    def final_metrics(self) -> dict[str, float]:
+        """The latest value of every metric written so far."""
+        out: dict[str, float] = {}
+        for _, metrics in self.history:
+            out.update(metrics)
+        return out

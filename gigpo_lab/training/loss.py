@@ -1,0 +1,196 @@
+"""The policy loss: PPO clipped surrogate + KL to the reference + entropy bonus.
+
+Every function works on per-token tensors of shape (N, R): N step rows, R response tokens, with a bool
+``mask`` (N, R) that is True on real response tokens. The advantage of a row, shape (N,), is broadcast to
+all of its response tokens (ALGORITHMS.md, "The loss").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+KL_ESTIMATORS = ("k1", "k2", "k3")
+
+
+def _token_mean(values: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    return (values * m).sum() / m.sum().clamp_min(1.0)
+
+
+def _row_sums(values: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    row_tokens = m.sum(dim=1)
+    rows = row_tokens > 0  # rows without a real token are left out of the row means
+    return (values * m).sum(dim=1)[rows], row_tokens[rows]
+
+
+def _seq_mean_token_mean(values: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    row_sum, row_tokens = _row_sums(values, m)
+    return (row_sum / row_tokens).mean() if row_sum.numel() else values.new_zeros(())
+
+
+def _seq_mean_token_sum(values: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    row_sum, _ = _row_sums(values, m)
+    return row_sum.mean() if row_sum.numel() else values.new_zeros(())
+
+
+_AGG: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "token-mean": _token_mean,
+    "seq-mean-token-mean": _seq_mean_token_mean,
+    "seq-mean-token-sum": _seq_mean_token_sum,
+}
+AGGREGATIONS = tuple(_AGG)
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """Reduce per-token ``values`` (N, R) over the ``mask`` (N, R) to a scalar.
+
+    - ``token-mean``: the mean over every real token of the minibatch (long responses weigh more).
+    - ``seq-mean-token-mean``: the mean over rows of each row's token mean.
+    - ``seq-mean-token-sum``: the mean over rows of each row's token sum (Dr.GRPO-style, no length norm).
+    """
+    try:
+        fn = _AGG[mode]
+    except KeyError:
+        raise ValueError(f"unknown loss aggregation {mode!r}; valid: {', '.join(AGGREGATIONS)}") from None
+    return fn(values, mask.to(values.dtype))
+
+
+def _k1(log_ratio: torch.Tensor) -> torch.Tensor:
+    return log_ratio
+
+
+def _k2(log_ratio: torch.Tensor) -> torch.Tensor:
+    return 0.5 * log_ratio.square()
+
+
+def _k3(log_ratio: torch.Tensor) -> torch.Tensor:
+    # low-variance, non-negative estimator: exp(ref - logp) - (ref - logp) - 1
+    # (http://joschu.net/blog/kl-approx.html); the ratio is clamped as verl does to keep it finite.
+    neg = (-log_ratio).clamp(-20.0, 20.0)
+    return (neg.exp() - neg - 1.0).clamp(-10.0, 10.0)
+
+
+_KL: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"k1": _k1, "k2": _k2, "k3": _k3}
+
+
+def kl_per_token(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tensor:
+    """Per-token estimate of KL(pi || pi_ref) from sampled tokens, shape (N, R).
+
+    k1 = log pi - log pi_ref; k2 = (log pi - log pi_ref)^2 / 2; k3 = r - log r - 1 with r = pi_ref / pi
+    (Schulman, "Approximating KL divergence", http://joschu.net/blog/kl-approx.html).
+    """
+    try:
+        fn = _KL[estimator]
+    except KeyError:
+        raise ValueError(f"unknown KL estimator {estimator!r}; valid: {', '.join(KL_ESTIMATORS)}") from None
+    return fn(logp - ref_logp)
+
+
+def clipped_surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate per token (Schulman et al. 2017, arXiv 1707.06347), with asymmetric clip.
+
+    Args:
+        logp, old_logp: (N, R) log-probs of the response tokens under the current and the sampling policy.
+        advantages: (N,) one value per row, broadcast to its tokens.
+    Returns:
+        loss (N, R) = -min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A), and
+        clipped (N, R) bool: where the clipped term was the active one.
+    """
+    adv = advantages.unsqueeze(1).to(logp.dtype)
+    ratio = (logp - old_logp).exp()
+    unclipped = ratio * adv
+    clipped_ratio = ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    clipped = clipped_ratio * adv
+    loss = -torch.minimum(unclipped, clipped)
+    return loss, clipped < unclipped
+
+
+@dataclass
+class LossOutput:
+    """The scalar loss and its parts, for logging (all 0-dim tensors)."""
+
+    loss: torch.Tensor
+    pg_loss: torch.Tensor
+    kl: torch.Tensor
+    entropy: torch.Tensor
+    clipfrac: torch.Tensor
+    approx_kl: torch.Tensor
+
+
+class PolicyLoss:
+    """The configured loss. Built by Hydra from ``conf/loss/*.yaml`` (schema: ``LossConfig``).
+
+    Args:
+        clip_low / clip_high: epsilon_low / epsilon_high of the clipped ratio (0.2 each: PPO's default).
+        aggregation: one of ``AGGREGATIONS``.
+        kl_coef: beta of the KL term (0 turns the reference model off altogether).
+        kl_estimator: one of ``KL_ESTIMATORS``; ``k3`` is verl's ``low_var_kl``.
+        kl_in_reward: subtract beta * sum_t k1 from the step reward instead of adding a loss term.
+        entropy_coef: weight of the entropy bonus (subtracted from the loss).
+    """
+
+    def __init__(
+        self,
+        clip_low: float = 0.2,
+        clip_high: float = 0.2,
+        aggregation: str = "token-mean",
+        kl_coef: float = 0.0,
+        kl_estimator: str = "k3",
+        kl_in_reward: bool = False,
+        entropy_coef: float = 0.0,
+    ) -> None:
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"loss.aggregation={aggregation!r} is not valid; choose one of {', '.join(AGGREGATIONS)}")
+        if kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"loss.kl_estimator={kl_estimator!r} is not valid; choose one of {', '.join(KL_ESTIMATORS)}")
+        if kl_coef < 0 or clip_low < 0 or clip_high < 0:
+            raise ValueError("loss.kl_coef, loss.clip_low and loss.clip_high must be >= 0")
+        self.clip_low, self.clip_high = clip_low, clip_high
+        self.aggregation = aggregation
+        self.kl_coef, self.kl_estimator, self.kl_in_reward = kl_coef, kl_estimator, kl_in_reward
+        self.entropy_coef = entropy_coef
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether a frozen reference model must be kept (any KL at all)."""
+        return self.kl_coef > 0
+
+    def reward_penalty(self, old_logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Per-row KL penalty beta * sum_t k1 (N,), subtracted from the step reward when ``kl_in_reward``."""
+        kl = kl_per_token(old_logp, ref_logp, "k1") * mask
+        return self.kl_coef * kl.sum(dim=1)
+
+    def __call__(
+        self,
+        logp: torch.Tensor,
+        old_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        mask: torch.Tensor,
+        entropy: torch.Tensor | None = None,
+        ref_logp: torch.Tensor | None = None,
+    ) -> LossOutput:
+        """Loss of one minibatch. Shapes: logp, old_logp, mask, entropy, ref_logp (N, R); advantages (N,)."""
+        pg, clipped = clipped_surrogate(logp, old_logp, advantages, self.clip_low, self.clip_high)
+        pg_loss = aggregate(pg, mask, self.aggregation)
+        zero = pg_loss.new_zeros(())
+        kl = zero
+        if ref_logp is not None and self.kl_coef > 0:
+            kl = aggregate(kl_per_token(logp, ref_logp, self.kl_estimator), mask, self.aggregation)
+        ent = aggregate(entropy, mask, self.aggregation) if entropy is not None else zero
+        loss = pg_loss - self.entropy_coef * ent
+        if not self.kl_in_reward:
+            loss = loss + self.kl_coef * kl
+        with torch.no_grad():
+            m = mask.to(logp.dtype)
+            n = m.sum().clamp_min(1.0)
+            clipfrac = (clipped.to(logp.dtype) * m).sum() / n
+            approx_kl = (0.5 * (logp - old_logp).square() * m).sum() / n
+        return LossOutput(loss, pg_loss.detach(), kl.detach(), ent.detach(), clipfrac, approx_kl)

@@ -1,0 +1,235 @@
+"""``GiGPOModule``: the Lightning module that holds the policy, the frozen reference and the loss.
+
+One Lightning epoch is one training iteration (ARCHITECTURE.md, "How the data flows"):
+
+1. ``prepare_iteration`` (called by the dataset at the start of the epoch): evaluate when due, collect
+   B groups x G envs, score old and reference log-probs, compute the advantages, and cut K epochs of
+   shuffled minibatches.
+2. ``training_step`` on each minibatch: the clipped surrogate + KL + entropy loss.
+3. ``finish_iteration`` (called by the ``IterationLogger`` callback at the end of the epoch): sync the
+   rollout engine's weights and queue the iteration's metrics, which the callback writes once.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+import lightning as L
+import torch
+
+from gigpo_lab.batch import StepBatch
+from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
+from gigpo_lab.training.loss import PolicyLoss
+
+#: Seeds of held-out evaluation episodes start here; training seeds stay below it.
+EVAL_SEED_BASE = 1_000_000_000
+
+
+def iteration_seed(seed: int, iteration: int) -> int:
+    """A per-iteration RNG seed, so that a resumed run draws exactly what an uninterrupted one draws."""
+    return (seed * 1_000_003 + iteration * 7_919 + 17) % (2**63 - 1)
+
+
+class GiGPOModule(L.LightningModule):
+    """Policy + reference + estimator + loss, trained by a ``lightning.Trainer``.
+
+    Args:
+        policy: a ``gigpo_lab.policy.Policy`` (an nn.Module with ``logprobs`` and ``tokenizer``).
+        estimator: a registered advantage estimator (``__call__(StepBatch) -> AdvantageOutput``).
+        loss: the configured ``PolicyLoss``.
+        collector: the rollout collector (``collect`` and ``evaluate``).
+        engine: the rollout engine (``sync_weights`` after each update).
+        optimizer: a partial optimizer constructor, called with the policy's parameters.
+        groups: B, episode groups per iteration.
+        ppo_epochs: K passes over the iteration's rows.
+        minibatch_size: rows per minibatch (<= 0: the whole batch).
+        seed: the run's seed (training seeds of env groups and sampling derive from it).
+        eval_every / eval_episodes / eval_greedy: evaluation schedule and policy.
+        sample_every: write a JSONL sample of trajectories every this many iterations (0: never).
+    """
+
+    def __init__(
+        self,
+        policy: torch.nn.Module,
+        estimator,
+        loss: PolicyLoss,
+        collector,
+        engine,
+        optimizer: Callable,
+        *,
+        groups: int,
+        ppo_epochs: int = 1,
+        minibatch_size: int = 0,
+        seed: int = 0,
+        eval_every: int = 1,
+        eval_episodes: int = 16,
+        eval_greedy: bool = True,
+        sample_every: int = 0,
+    ) -> None:
+        super().__init__()
+        self.policy = policy
+        self.reference = None
+        if loss.needs_reference:
+            self.reference = copy.deepcopy(policy).eval().requires_grad_(False)
+        self.estimator, self.loss_fn = estimator, loss
+        self.collector, self.engine = collector, engine
+        self.optimizer_factory = optimizer
+        self.groups, self.ppo_epochs, self.minibatch_size = groups, ppo_epochs, minibatch_size
+        self.seed = seed
+        self.eval_every, self.eval_episodes, self.eval_greedy = eval_every, eval_episodes, eval_greedy
+        self.sample_every = sample_every
+        self.env_steps_total = 0
+        self.mlflow_run_id: str | None = None
+        #: (step, metrics) pairs waiting for the tracking callback; ``samples`` JSONL text by iteration.
+        self.pending_metrics: list[tuple[int, dict[str, float]]] = []
+        self.pending_samples: list[tuple[int, list[dict]]] = []
+        self._train_stats: dict[str, list[float]] = defaultdict(list)
+        self._iter_metrics: dict[str, float] = {}
+        self._update_start = 0.0
+
+    # ----------------------------------------------------------------- Lightning plumbing
+    def configure_optimizers(self):
+        return self.optimizer_factory(self.policy.parameters())
+
+    def train_dataloader(self):
+        return iteration_loader(self.prepare_iteration)
+
+    def transfer_batch_to_device(self, batch: StepBatch, device, dataloader_idx: int) -> StepBatch:
+        if device.type == "cpu":
+            return batch
+        moved = {k: v.to(device) for k, v in vars(batch).items() if isinstance(v, torch.Tensor)}
+        return StepBatch(**{**vars(batch), **moved})
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["gigpo_lab"] = {"env_steps_total": self.env_steps_total, "mlflow_run_id": self.mlflow_run_id}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint.get("gigpo_lab", {})
+        self.env_steps_total = int(state.get("env_steps_total", 0))
+
+    # ----------------------------------------------------------------- one iteration
+    @torch.no_grad()
+    def prepare_iteration(self) -> list[StepBatch]:
+        """Rollout, scoring and advantages of iteration ``current_epoch``; returns its minibatches."""
+        it = self.current_epoch
+        gen = torch.Generator().manual_seed(iteration_seed(self.seed, it))
+        metrics: dict[str, float] = {}
+        self.policy.eval()
+        if self.eval_every > 0 and it % self.eval_every == 0:
+            self.pending_metrics.append((it, self.evaluate()))
+
+        t0 = time.perf_counter()
+        seeds = [self.seed * 10_000_000 + it * self.groups + b for b in range(self.groups)]
+        batch, rollout = self.collector.collect(seeds, gen)
+        self._score(batch)
+        t1 = time.perf_counter()
+        if self.reference is not None and self.loss_fn.kl_in_reward:
+            batch.rewards = batch.rewards - self.loss_fn.reward_penalty(
+                batch.old_logprobs, batch.ref_logprobs, batch.response_mask
+            ).to(batch.rewards.dtype)
+        adv = self.estimator(batch)
+        batch.advantages = adv.advantages.to(torch.float32)
+        t2 = time.perf_counter()
+
+        self.env_steps_total += int(rollout.get("rollout/env_steps", len(batch)))
+        metrics.update(rollout)
+        metrics.update(adv.metrics)
+        metrics["rollout/env_steps_total"] = float(self.env_steps_total)
+        metrics["time/rollout_s"] = t1 - t0
+        metrics["time/advantage_s"] = t2 - t1
+        metrics["perf/env_steps_per_s"] = rollout.get("rollout/env_steps", len(batch)) / max(t1 - t0, 1e-9)
+        metrics["perf/tokens_per_s"] = rollout.get("rollout/tokens", 0.0) / max(t1 - t0, 1e-9)
+        self._iter_metrics = metrics
+        if self.sample_every > 0 and it % self.sample_every == 0:
+            self.pending_samples.append((it, self._samples(batch)))
+        self.policy.train()
+        self._update_start = time.perf_counter()
+        return shuffled_minibatches(batch, self.ppo_epochs, self.minibatch_size, gen)
+
+    def _score(self, batch: StepBatch) -> None:
+        """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``."""
+        args = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
+        batch.old_logprobs, _ = self.policy.logprobs(*args)
+        if self.reference is not None:
+            batch.ref_logprobs, _ = self.reference.logprobs(*args)
+
+    def training_step(self, mb: StepBatch, batch_idx: int) -> torch.Tensor:
+        logp, entropy = self.policy.logprobs(mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.response_mask)
+        out = self.loss_fn(logp, mb.old_logprobs, mb.advantages, mb.response_mask, entropy, mb.ref_logprobs)
+        if not torch.isfinite(out.loss):
+            raise FloatingPointError(
+                f"the loss is {out.loss.item()} at iteration {self.current_epoch}, minibatch {batch_idx} "
+                f"(rows of trajectories {sorted(set(mb.traj_ids.tolist()))[:8]}); the checkpoint before it is "
+                "kept; lower the learning rate or check the rewards"
+            )
+        for key, value in (
+            ("train/loss", out.loss),
+            ("train/pg_loss", out.pg_loss),
+            ("train/kl", out.kl),
+            ("train/entropy", out.entropy),
+            ("train/clipfrac", out.clipfrac),
+            ("train/approx_kl", out.approx_kl),
+        ):
+            self._train_stats[key].append(float(value))
+        self.log("succ", self._iter_metrics.get("rollout/success_rate", math.nan), prog_bar=True, logger=False)
+        self.log("tok/s", self._iter_metrics.get("perf/tokens_per_s", math.nan), prog_bar=True, logger=False)
+        return out.loss
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
+        if grads:
+            self._train_stats["train/grad_norm"].append(float(torch.nn.utils.get_total_norm(grads)))
+
+    def finish_iteration(self) -> None:
+        """Sync the engine and queue this iteration's metrics (and the final eval after the last one).
+
+        Called by ``IterationLogger.on_train_epoch_end``, which Lightning runs before ``ModelCheckpoint``, so
+        the checkpoint of an iteration always follows its metrics.
+        """
+        self.engine.sync_weights(self.policy)
+        metrics = dict(self._iter_metrics)
+        metrics.update({k: sum(v) / len(v) for k, v in self._train_stats.items() if v})
+        metrics["time/update_s"] = time.perf_counter() - self._update_start
+        metrics["train/iteration"] = float(self.current_epoch)
+        self._train_stats.clear()
+        step = self.current_epoch
+        self.pending_metrics.append((step, metrics))
+        last = self.trainer.max_epochs is not None and step + 1 >= self.trainer.max_epochs
+        if self.eval_every > 0 and last:
+            self.pending_metrics.append((step + 1, self.evaluate()))
+
+    # ----------------------------------------------------------------- evaluation and samples
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Held-out episodes (seeds from ``EVAL_SEED_BASE``) with the configured (greedy) policy."""
+        was_training = self.policy.training
+        self.policy.eval()
+        gen = torch.Generator().manual_seed(iteration_seed(self.seed, -1))
+        seeds = [EVAL_SEED_BASE + i for i in range(self.eval_episodes)]
+        result = dict(self.collector.evaluate(seeds, gen, greedy=self.eval_greedy))
+        result["eval/env_steps_total"] = float(self.env_steps_total)
+        self.policy.train(was_training)
+        return result
+
+    def _samples(self, batch: StepBatch, trajectories: int = 2) -> list[dict]:
+        """A few trajectories as JSON-able rows: prompt, action text, reward, invalid flag, advantage."""
+        tok = self.policy.tokenizer
+        keep = torch.isin(batch.traj_ids, batch.traj_ids.unique()[:trajectories])
+        rows = keep.nonzero().squeeze(1).tolist()
+        rows.sort(key=lambda i: (int(batch.traj_ids[i]), int(batch.step_ids[i])))
+        return [
+            {
+                "traj": int(batch.traj_ids[i]),
+                "step": int(batch.step_ids[i]),
+                "prompt": tok.decode(batch.prompt_ids[i][batch.prompt_mask[i]].tolist()),
+                "action": tok.decode(batch.response_ids[i][batch.response_mask[i]].tolist()),
+                "reward": float(batch.rewards[i]),
+                "invalid": bool(batch.invalid[i]) if batch.invalid is not None else False,
+                "advantage": float(batch.advantages[i]),
+            }
+            for i in rows
+        ]
