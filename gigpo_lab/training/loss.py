@@ -148,9 +148,13 @@ class PolicyLoss:
         entropy_coef: float = 0.0,
     ) -> None:
         if aggregation not in AGGREGATIONS:
-            raise ValueError(f"loss.aggregation={aggregation!r} is not valid; choose one of {', '.join(AGGREGATIONS)}")
+            raise ValueError(
+                f"loss.aggregation={aggregation!r} is not valid; choose one of {', '.join(AGGREGATIONS)}"
+            )
         if kl_estimator not in KL_ESTIMATORS:
-            raise ValueError(f"loss.kl_estimator={kl_estimator!r} is not valid; choose one of {', '.join(KL_ESTIMATORS)}")
+            raise ValueError(
+                f"loss.kl_estimator={kl_estimator!r} is not valid; choose one of {', '.join(KL_ESTIMATORS)}"
+            )
         if kl_coef < 0 or clip_low < 0 or clip_high < 0:
             raise ValueError("loss.kl_coef, loss.clip_low and loss.clip_high must be >= 0")
         self.clip_low, self.clip_high = clip_low, clip_high
@@ -163,7 +167,9 @@ class PolicyLoss:
         """Whether a frozen reference model must be kept (any KL at all)."""
         return self.kl_coef > 0
 
-    def reward_penalty(self, old_logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def reward_penalty(
+        self, old_logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
         """Per-row KL penalty beta * sum_t k1 (N,), subtracted from the step reward when ``kl_in_reward``."""
         kl = kl_per_token(old_logp, ref_logp, "k1") * mask
         return self.kl_coef * kl.sum(dim=1)

@@ -105,7 +105,10 @@ class GiGPOModule(L.LightningModule):
         return StepBatch(**{**vars(batch), **moved})
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["gigpo_lab"] = {"env_steps_total": self.env_steps_total, "mlflow_run_id": self.mlflow_run_id}
+        checkpoint["gigpo_lab"] = {
+            "env_steps_total": self.env_steps_total,
+            "mlflow_run_id": self.mlflow_run_id,
+        }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("gigpo_lab", {})
@@ -175,7 +178,9 @@ class GiGPOModule(L.LightningModule):
             ("train/approx_kl", out.approx_kl),
         ):
             self._train_stats[key].append(float(value))
-        self.log("succ", self._iter_metrics.get("rollout/success_rate", math.nan), prog_bar=True, logger=False)
+        self.log(
+            "succ", self._iter_metrics.get("rollout/success_rate", math.nan), prog_bar=True, logger=False
+        )
         self.log("tok/s", self._iter_metrics.get("perf/tokens_per_s", math.nan), prog_bar=True, logger=False)
         return out.loss
 

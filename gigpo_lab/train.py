@@ -1,0 +1,174 @@
+"""``train(cfg)``: the lab's main job, readable as a table of contents.
+
+Build the env factory, the estimator (its required columns checked against what the env provides, before
+any rollout), the loss, the policy, the rollout engine and collector, the Lightning module, the MLflow run
+and the Trainer; fit; return the final metrics. ``main`` is the Hydra entry point behind
+``gigpo-lab train`` and ``python -m gigpo_lab.train``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from gigpo_lab.config_paths import conf_dir, register_schemas, searchpath_override
+from gigpo_lab.run_info import (
+    checkpoint_run_id,
+    env_columns,
+    output_dir,
+    run_name,
+    run_tags,
+    validate_config,
+)
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Train one agent as ``cfg`` says; return the final metrics (the last value of every metric)."""
+    import lightning as L
+    import torch
+    from hydra.utils import instantiate
+    from lightning.pytorch.callbacks import ModelCheckpoint, OnExceptionCheckpoint, RichProgressBar
+
+    from gigpo_lab.advantages import check_requirements
+    from gigpo_lab.rollout.collector import Collector
+    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri, flatten_config
+    from gigpo_lab.tracking.callback import IterationLogger
+    from gigpo_lab.training.module import GiGPOModule
+
+    validate_config(cfg)
+    if cfg.trainer.num_threads:
+        torch.set_num_threads(int(cfg.trainer.num_threads))
+    L.seed_everything(cfg.seed, verbose=False)
+    out = output_dir(cfg)
+
+    env_fn = partial(instantiate, cfg.env)
+    estimator = instantiate(cfg.estimator)
+    check_requirements(estimator, env_columns(env_fn, cfg.env))
+    loss = instantiate(cfg.loss)
+    probe = env_fn()
+    policy = instantiate(cfg.model)(vocabulary=probe.unwrapped.vocabulary())
+    probe.close()
+    engine = instantiate(cfg.rollout.engine)(policy=policy)
+    collector = Collector(
+        env_fn, policy, engine, groups=cfg.rollout.groups, group_size=cfg.rollout.group_size
+    )
+    module = GiGPOModule(
+        policy,
+        estimator,
+        loss,
+        collector,
+        engine,
+        instantiate(cfg.trainer.optimizer),
+        groups=cfg.rollout.groups,
+        ppo_epochs=cfg.trainer.ppo_epochs,
+        minibatch_size=cfg.trainer.minibatch_size,
+        seed=cfg.seed,
+        eval_every=cfg.trainer.eval_every,
+        eval_episodes=cfg.rollout.eval_episodes,
+        eval_greedy=cfg.rollout.eval_greedy,
+        sample_every=cfg.trainer.sample_every,
+    )
+
+    uri = cfg.tracking.uri or default_tracking_uri()
+    tracker = MlflowTracker(
+        uri,
+        cfg.tracking.experiment,
+        run_name=run_name(cfg),
+        tags=run_tags(cfg),
+        run_id=checkpoint_run_id(cfg.ckpt_path),
+    )
+    tracker.check_reachable()
+    fresh = tracker.run_id is None
+    module.mlflow_run_id = tracker.start()
+    if fresh:
+        tracker.log_params(flatten_config(OmegaConf.to_container(cfg, resolve=True)))
+        tracker.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+
+    ckpt_dir = out / "checkpoints"
+    logger_cb = IterationLogger(tracker)
+    callbacks = [
+        logger_cb,
+        ModelCheckpoint(
+            dirpath=ckpt_dir,
+            filename="iter{epoch:04d}",
+            every_n_epochs=cfg.trainer.checkpoint_every,
+            save_top_k=-1,
+            save_last=True,
+            save_on_train_epoch_end=True,
+        ),
+        OnExceptionCheckpoint(dirpath=ckpt_dir),
+    ]
+    if cfg.trainer.progress_bar:
+        callbacks.append(RichProgressBar())
+    trainer = L.Trainer(
+        max_epochs=cfg.trainer.iterations,
+        accelerator=cfg.trainer.accelerator,
+        devices=cfg.trainer.devices,
+        precision=cfg.trainer.precision,
+        gradient_clip_val=cfg.trainer.gradient_clip_val,
+        callbacks=callbacks,
+        logger=False,
+        enable_progress_bar=bool(cfg.trainer.progress_bar),
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=str(out),
+    )
+    start = time.perf_counter()
+    try:
+        trainer.fit(module, ckpt_path=cfg.ckpt_path, weights_only=False)
+    except BaseException:
+        logger_cb.flush(module)
+        tracker.end("FAILED")
+        raise
+    trainer.save_checkpoint(ckpt_dir / "last.ckpt")
+    if cfg.tracking.log_checkpoint:
+        tracker.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
+    metrics = logger_cb.final_metrics()
+    metrics["time/wall_s"] = time.perf_counter() - start
+    tracker.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
+    tracker.end("KILLED" if trainer.interrupted else "FINISHED")
+    _print_summary(metrics, uri, tracker.run_id, ckpt_dir)
+    return metrics
+
+
+def _print_summary(metrics: dict[str, float], uri: str, run_id: str, ckpt_dir: Path) -> None:
+    """The end-of-run summary for the terminal (user output, not diagnostics)."""
+    from rich.console import Console
+
+    keys = (
+        "eval/success_rate",
+        "eval/return",
+        "eval/length",
+        "rollout/success_rate",
+        "rollout/env_steps_total",
+    )
+    lines = [f"  {k:<26} {metrics[k]:.4g}" for k in keys if k in metrics]
+    lines.append(f"  {'time/wall_s':<26} {metrics['time/wall_s']:.1f}")
+    Console(stderr=True).print(
+        "[bold]gigpo-lab: run finished[/bold]\n"
+        + "\n".join(lines)
+        + f"\n  MLflow store: {uri}  (run {run_id})\n  checkpoints:  {ckpt_dir}\n"
+        f"  open the UI:  gigpo-lab ui --store {uri}"
+    )
+
+
+def _hydra_entry(cfg: DictConfig) -> float | None:
+    metrics = train(cfg)
+    return metrics.get("eval/success_rate")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``gigpo-lab train [overrides…]``: Hydra's CLI over ``train`` (``-m`` for multirun)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    register_schemas()
+    sys.argv = [sys.argv[0], searchpath_override(), *args]
+    hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
+
+
+if __name__ == "__main__":
+    main()
