@@ -1,0 +1,135 @@
+"""gigpo: Group-in-Group Policy Optimization (Feng et al., 2025, arXiv 2505.10978).
+
+ALGORITHMS.md, "gigpo"; verl-agent ``gigpo/core_gigpo.py`` (``compute_gigpo_outcome_advantage``)::
+
+    A_i   = A^E_i + omega * A^S_i
+    A^E_i = grpo's advantage (episode level), same mode and options
+    G_t   = r_t + gamma * G_{t+1}              env rewards only, backwards over each trajectory
+    A^S_i = norm(G_i - p_i) within the step group of row i    (the penalty p_i is not discounted)
+
+A step group is the set of rows of one ``group_id`` with the same anchor (the raw current observation),
+including repeats of a state inside one trajectory. Worked example, one group (ALGORITHMS.md)::
+
+    A: s0 s1 s2        step groups: s0 = {A0, B0, C0}   s1 = {A1, B1, B2}
+    B: s0 s1 s1 s3                  s2 = {A2, C1}       s3 = {B3}  (a singleton: A^S = 0 by default)
+    C: s0 s2
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gigpo_lab.advantages.base import (
+    BASE_COLUMNS,
+    SINGLETON_POLICIES,
+    Estimator,
+    check_bool,
+    check_choice,
+    check_real,
+    summary_metrics,
+)
+from gigpo_lab.advantages.grouping import dense_ids, group_normalize, segment_count
+from gigpo_lab.advantages.grpo import EpisodeLevel, episode_advantages
+from gigpo_lab.advantages.prepare import Rows
+from gigpo_lab.advantages.registry import register_estimator
+from gigpo_lab.advantages.returns import discounted_returns
+from gigpo_lab.advantages.similarity import similarity_step_groups
+
+
+@register_estimator("gigpo")
+class GiGPO(Estimator):
+    """Episode-level GRPO advantage plus omega times a step-level advantage over anchor-state groups.
+
+    Args:
+        step_advantage_weight: omega >= 0, the weight of A^S (default 1.0, the paper's; 0 gives grpo exactly).
+        gamma: discount in [0, 1] of the step return G_t (default 0.95 as in the paper and verl-agent's
+            GiGPO scripts; verl-agent's own default is 1.0).
+        mode, normalize_over, invalid_action_penalty, epsilon, episode_singleton: as in ``GRPO`` (A^E);
+            ``mode``, ``epsilon`` and the penalty also apply to A^S.
+        step_singleton: a step group of one row gets ``zero`` (ALGORITHMS.md default) or ``raw`` (its
+            return, mean 0 / std 1 substituted).
+        anchor_similarity_threshold: None (exact anchor ids, the default) or a value in (0, 1): cluster the
+            text anchors of each group by ``difflib`` ratio (needs ``anchor_texts``; see ``similarity.py``).
+        kl_in_reward: not used here; read by the loss (KL as a loss term by default for gigpo).
+    Note: with ``mode=mean_std_norm`` this is the paper's "GiGPO w/ std"; ``mean_norm`` is "w/o std".
+    """
+
+    def __init__(
+        self,
+        step_advantage_weight: float = 1.0,
+        gamma: float = 0.95,
+        mode: str = "mean_norm",
+        normalize_over: str = "rows",
+        invalid_action_penalty: float = 0.1,
+        epsilon: float = 1e-6,
+        episode_singleton: str = "raw",
+        step_singleton: str = "zero",
+        anchor_similarity_threshold: float | None = None,
+        kl_in_reward: bool = False,
+    ) -> None:
+        name = self.name
+        self.step_advantage_weight = check_real(name, "step_advantage_weight", step_advantage_weight, low=0.0)
+        self.gamma = check_real(name, "gamma", gamma, low=0.0, high=1.0)
+        self.episode = EpisodeLevel.checked(
+            name,
+            mode=mode,
+            normalize_over=normalize_over,
+            invalid_action_penalty=invalid_action_penalty,
+            epsilon=epsilon,
+            episode_singleton=episode_singleton,
+        )
+        self.step_singleton = check_choice(name, "step_singleton", step_singleton, SINGLETON_POLICIES)
+        self.anchor_similarity_threshold = None
+        if anchor_similarity_threshold is not None:
+            self.anchor_similarity_threshold = check_real(
+                name, "anchor_similarity_threshold", anchor_similarity_threshold, low=0.0, high=1.0,
+                low_open=True, high_open=True,
+            )  # fmt: skip
+        self.kl_in_reward = check_bool(name, "kl_in_reward", kl_in_reward)
+        super().__init__(
+            step_advantage_weight=self.step_advantage_weight,
+            gamma=self.gamma,
+            **vars(self.episode),
+            step_singleton=self.step_singleton,
+            anchor_similarity_threshold=self.anchor_similarity_threshold,
+            kl_in_reward=self.kl_in_reward,
+        )
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        anchors = "anchor_ids" if self.anchor_similarity_threshold is None else "anchor_texts"
+        return (*BASE_COLUMNS, "step_ids", anchors)
+
+    def step_groups(self, rows: Rows) -> tuple[torch.Tensor, int]:
+        """Step-group ids (N,) int64 in 0..S-1 and S: equal anchors inside one ``group_id``."""
+        if self.anchor_similarity_threshold is None:
+            return dense_ids(rows.group, rows.anchor)
+        return similarity_step_groups(
+            rows.anchor_texts, rows.group, rows.layout.position, self.anchor_similarity_threshold
+        )
+
+    def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
+        level = self.episode
+        episode = episode_advantages(rows, level)
+        # Discounted env-reward return, then the undiscounted penalty of the row (verl-agent core_gigpo.py).
+        returns = discounted_returns(rows.rewards, rows.traj, rows.layout, self.gamma)
+        returns = returns - level.invalid_action_penalty * rows.invalid
+        step_group, n_step_groups = self.step_groups(rows)
+        step = group_normalize(
+            returns,
+            step_group,
+            n_step_groups,
+            mode=level.mode,
+            eps=level.epsilon,
+            singleton=self.step_singleton,
+        )
+        adv = episode + self.step_advantage_weight * step
+        singleton_rows = segment_count(step_group, n_step_groups)[step_group] == 1
+        metrics = {
+            **summary_metrics("adv/episode_", episode),
+            **summary_metrics("adv/step_", step),
+            "adv/step_groups": float(n_step_groups),
+            "adv/step_group_size": rows.n / n_step_groups,
+            "adv/singleton_frac": float(singleton_rows.double().mean()),
+        }
+        return adv, metrics

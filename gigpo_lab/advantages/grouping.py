@@ -1,0 +1,121 @@
+"""Segment ids and group statistics: the one place where advantages are normalised within groups.
+
+Everything here is vectorised: a "segment" is a dense id 0..K-1 per row, and statistics are segment sums
+(``index_add_``), never a Python loop over rows or groups. Every estimator normalises through
+``group_normalize`` so that singleton groups are treated the same way everywhere (STYLE.md anti-patterns).
+
+The normalisation modes (ALGORITHMS.md; verl-agent ``gigpo/core_gigpo.py``, ``episode_norm_reward`` and
+``step_norm_reward``)::
+
+    mean_norm:      x - mean(group)
+    mean_std_norm: (x - mean(group)) / (std(group) + eps)        std unbiased (N-1), eps = 1e-6
+
+Singleton groups (one entry in the statistics): ``raw`` substitutes mean 0 and std 1 (verl-agent), so the
+value is x (mean_norm) or x / (1 + eps) (mean_std_norm); ``zero`` gives 0 (ROLL, Trinity-RFT).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+
+def dense_ids(*keys: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Dense ids for the distinct tuples of ``keys``.
+
+    keys: each (N,) integer. Returns (ids (N,) int64 in 0..K-1, K); ids follow the lexicographic order of
+    the key tuples, so equal tuples share an id and the ids do not depend on the row order.
+    Cost: one sort per key (``torch.unique``), no Python loop over rows.
+    """
+    ids, k = None, 0
+    for key in keys:
+        uniq, inv = torch.unique(key, return_inverse=True)
+        if ids is None:
+            ids, k = inv, int(uniq.numel())
+        else:
+            # (previous id, this key's rank) packed into one int64: both are < N, so the product is < N^2.
+            uniq, ids = torch.unique(ids * int(uniq.numel()) + inv, return_inverse=True)
+            k = int(uniq.numel())
+    if ids is None:
+        raise ValueError("dense_ids needs at least one key")
+    return ids, k
+
+
+def segment_sum(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """Per-segment sums. values: (N,) float; segment: (N,) int64 in 0..K-1. Returns (K,)."""
+    out = torch.zeros(num_segments, dtype=values.dtype, device=values.device)
+    return out.index_add_(0, segment, values)
+
+
+def segment_count(segment: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """Rows per segment. segment: (N,) int64 in 0..K-1. Returns (K,) int64."""
+    return torch.bincount(segment, minlength=num_segments)
+
+
+class GroupStats(NamedTuple):
+    """Per-group statistics, each (K,): ``count`` int64, ``mean`` and unbiased ``std`` float.
+
+    ``std`` is 0 where ``count < 2`` (undefined there; ``group_normalize`` applies the singleton policy).
+    """
+
+    count: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+
+
+def group_stats(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> GroupStats:
+    """Count, mean and unbiased std of ``values`` (N,) per segment (N,) in 0..K-1.
+
+    Two passes (mean, then the sum of squared deviations), which stays exact for constant groups:
+    the deviations of equal values are exactly 0, so their std is exactly 0.
+    """
+    count = segment_count(segment, num_segments)
+    n = count.to(values.dtype)
+    mean = segment_sum(values, segment, num_segments) / n.clamp(min=1)
+    dev = values - mean[segment]
+    var = segment_sum(dev * dev, segment, num_segments) / (n - 1).clamp(min=1)
+    std = torch.where(count > 1, var.sqrt(), torch.zeros_like(var))
+    return GroupStats(count, mean, std)
+
+
+def group_normalize(
+    values: torch.Tensor,
+    segment: torch.Tensor,
+    num_segments: int,
+    *,
+    mode: str,
+    eps: float,
+    singleton: str,
+    stat_values: torch.Tensor | None = None,
+    stat_segment: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Normalise ``values`` within their groups (see the module docstring for the formulas).
+
+    values: (N,) float; segment: (N,) int64 in 0..K-1, the group of each value.
+    stat_values, stat_segment: (M,) each, optional. When given, the group statistics come from these
+        entries instead of ``values`` (grpo's ``normalize_over: trajectories`` feeds one R(tau) per
+        trajectory while each row still normalises its own score). A group is a singleton when one
+        entry enters its statistics.
+    mode: ``mean_norm`` or ``mean_std_norm``. singleton: ``raw`` or ``zero``.
+    Returns (N,) in the dtype of ``values``.
+    """
+    if stat_values is None:
+        stat_values, stat_segment = values, segment
+    elif stat_segment is None:
+        raise ValueError("stat_values needs stat_segment")
+    count, mean, std = group_stats(stat_values, stat_segment, num_segments)
+    single = count == 1
+    if singleton == "raw":  # verl-agent: id2mean = 0, id2std = 1 for a group of one
+        mean = torch.where(single, torch.zeros_like(mean), mean)
+        std = torch.where(single, torch.ones_like(std), std)
+    elif singleton != "zero":
+        raise ValueError(f"singleton={singleton!r} is not valid; expected one of ['raw', 'zero']")
+    out = values - mean[segment]
+    if mode == "mean_std_norm":
+        out = out / (std[segment] + eps)
+    elif mode != "mean_norm":
+        raise ValueError(f"mode={mode!r} is not valid; expected one of ['mean_norm', 'mean_std_norm']")
+    if singleton == "zero":
+        out = torch.where(single[segment], torch.zeros_like(out), out)
+    return out

@@ -1,0 +1,106 @@
+"""Trajectory layout and discounted step returns, vectorised over the whole batch.
+
+G_t = r_t + gamma * G_{t+1}, backwards over each trajectory (verl-agent ``gigpo/core_gigpo.py``,
+``compute_step_discounted_returns``; arXiv 2505.10978, eq. for the step-level return).
+
+Layout. Step ids are 0..T-1 within each trajectory, so the position of a row in (traj, step) order is
+``offset[traj] + step``: an O(N) permutation, no sort. Laid out that way, the rows of each trajectory
+are contiguous and in time order::
+
+    position   0    1    2  | 3    4    5    6  | 7    8
+    row of     A0   A1   A2 | B0   B1   B2   B3 | C0   C1
+    coef       g    g    0  | g    g    g    0  | g    0      g = gamma, 0 at each trajectory's last step
+
+Scan. A reverse segmented linear recurrence solved by Hillis-Steele doubling: after level k,
+``b_i = sum_{j < 2^k} (prod_{l < j} coef_{i+l}) r_{i+j}`` and ``a_i = prod_{l < 2^k} coef_{i+l}``; the
+zero coefficient at a trajectory's end cuts every window that would cross it. ceil(log2 T_max) levels of
+O(N) tensor ops give O(N log T_max). Why not the ``cumsum(r_t * gamma^-t)`` trick: gamma^-t overflows
+(gamma = 0.01, t = 200 gives 1e400) and then loses everything to rounding. The scan only ever multiplies
+numbers in [0, 1] and adds terms with non-negative weights, so it cannot overflow, underflow is harmless
+(gamma^d -> 0 is the right limit) and the rounding error is that of a sum of at most T terms. gamma = 0
+and gamma = 1 are exact.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from gigpo_lab.advantages.grouping import segment_count
+
+
+class TrajectoryLayout(NamedTuple):
+    """Where each row sits in (traj, step) order.
+
+    position: (N,) int64, a permutation of 0..N-1 (row i goes to position[i]).
+    length: (n_traj,) int64, T of each trajectory.
+    """
+
+    position: torch.Tensor
+    length: torch.Tensor
+
+
+def trajectory_layout(
+    traj: torch.Tensor, step: torch.Tensor, n_traj: int, traj_ids: torch.Tensor
+) -> TrajectoryLayout:
+    """Check that step ids are 0..T-1 within each trajectory and return the (traj, step) layout.
+
+    traj: (N,) int64 dense trajectory ids in 0..n_traj-1 (in the order of ``traj_ids``); step: (N,) int64;
+    traj_ids: (N,) the original ids, for the error message. Raises ValueError naming the first bad
+    trajectory (negative steps, gaps or duplicates).
+    """
+    n = traj.numel()
+    length = segment_count(traj, n_traj)
+    big = torch.iinfo(torch.int64).max
+    smallest = torch.full((n_traj,), big, dtype=torch.int64, device=traj.device)
+    largest = torch.full((n_traj,), -big, dtype=torch.int64, device=traj.device)
+    smallest.scatter_reduce_(0, traj, step, "amin")
+    largest.scatter_reduce_(0, traj, step, "amax")
+    bad = (smallest != 0) | (largest != length - 1)
+    if bool(bad.any()):
+        _raise_bad_steps(traj, step, traj_ids, int(bad.nonzero()[0, 0]))
+    offset = torch.cumsum(length, 0) - length
+    position = offset[traj] + step  # in 0..N-1 because 0 <= step <= length - 1
+    # With min 0, max T-1 and T rows, a missing step implies a repeated one: count rows per position.
+    repeated = segment_count(position, n)[position] > 1
+    if bool(repeated.any()):
+        _raise_bad_steps(traj, step, traj_ids, int(traj[repeated.nonzero()[0, 0]]))
+    return TrajectoryLayout(position, length)
+
+
+def _raise_bad_steps(traj: torch.Tensor, step: torch.Tensor, traj_ids: torch.Tensor, bad: int) -> None:
+    rows = (traj == bad).nonzero().squeeze(1)
+    steps = sorted(step[rows].tolist())
+    shown = steps if len(steps) <= 20 else [*steps[:20], "..."]
+    raise ValueError(
+        f"step_ids must be 0..T-1 (contiguous, no duplicates) within each trajectory; "
+        f"traj_id={int(traj_ids[rows[0]])} has {len(steps)} rows with step_ids {shown}"
+    )
+
+
+def discounted_returns(
+    rewards: torch.Tensor, traj: torch.Tensor, layout: TrajectoryLayout, gamma: float
+) -> torch.Tensor:
+    """G_t = r_t + gamma * G_{t+1} within each trajectory (see the module docstring).
+
+    rewards: (N,) float, rows in any order; traj: (N,) int64 dense trajectory ids;
+    layout: from ``trajectory_layout``. Returns (N,) in the rows' original order.
+    """
+    position, length = layout
+    n = rewards.numel()
+    # Position of each trajectory's last row: its coefficient is 0 so no window crosses into the next.
+    last = torch.cumsum(length, 0) - 1
+    coef = torch.full((n,), float(gamma), dtype=rewards.dtype, device=rewards.device)
+    coef[last] = 0.0
+    b = torch.empty_like(rewards)
+    b[position] = rewards
+    a = coef
+    d, t_max = 1, int(length.max())
+    while d < t_max:
+        b_next = b.clone()
+        b_next[:-d] += a[:-d] * b[d:]
+        a_next = torch.zeros_like(a)
+        a_next[:-d] = a[:-d] * a[d:]
+        b, a, d = b_next, a_next, 2 * d
+    return b[position]

@@ -1,0 +1,44 @@
+"""rloo: REINFORCE Leave-One-Out (Kool et al., 2019; Ahmadian et al., 2024, arXiv 2402.14740).
+
+ALGORITHMS.md, "rloo". The baseline of a trajectory is the mean return of the *other* trajectories of
+its group::
+
+    b(tau) = (sum_{tau' in group} R(tau') - R(tau)) / (n_group - 1),   b = 0 for a group of one
+    A_i    = s_i - b(tau_i),   s_i = R(tau_i) - p_i
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gigpo_lab.advantages.base import Estimator, check_bool, check_real
+from gigpo_lab.advantages.grouping import segment_count, segment_sum
+from gigpo_lab.advantages.grpo import episode_returns
+from gigpo_lab.advantages.prepare import Rows
+from gigpo_lab.advantages.registry import register_estimator
+
+
+@register_estimator("rloo")
+class RLOO(Estimator):
+    """Episode score minus the leave-one-out mean return of the group's other trajectories.
+
+    Args:
+        invalid_action_penalty: p >= 0, subtracted from each invalid row's score (default 0.1).
+        kl_in_reward: not used here; read by the loss (KL subtracted from the reward by default, as ms-swift).
+    """
+
+    def __init__(self, invalid_action_penalty: float = 0.1, kl_in_reward: bool = True) -> None:
+        self.invalid_action_penalty = check_real(
+            self.name, "invalid_action_penalty", invalid_action_penalty, low=0.0
+        )
+        self.kl_in_reward = check_bool(self.name, "kl_in_reward", kl_in_reward)
+        super().__init__(invalid_action_penalty=self.invalid_action_penalty, kl_in_reward=self.kl_in_reward)
+
+    def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
+        returns = episode_returns(rows)  # (J,)
+        n = segment_count(rows.traj_group, rows.n_groups)[rows.traj_group]  # trajectories in tau's group
+        total = segment_sum(returns, rows.traj_group, rows.n_groups)[rows.traj_group]
+        others = (n - 1).to(returns.dtype)
+        baseline = torch.where(n > 1, (total - returns) / others.clamp(min=1), torch.zeros_like(returns))
+        adv = returns[rows.traj] - self.invalid_action_penalty * rows.invalid - baseline[rows.traj]
+        return adv, {"adv/baseline_mean": float(baseline.mean())}
