@@ -82,9 +82,14 @@ class GiGPO(Estimator):
         self.anchor_similarity_threshold = None
         if anchor_similarity_threshold is not None:
             self.anchor_similarity_threshold = check_real(
-                name, "anchor_similarity_threshold", anchor_similarity_threshold, low=0.0, high=1.0,
-                low_open=True, high_open=True,
-            )  # fmt: skip
+                name,
+                "anchor_similarity_threshold",
+                anchor_similarity_threshold,
+                low=0.0,
+                high=1.0,
+                low_open=True,
+                high_open=True,
+            )
         self.kl_in_reward = check_bool(name, "kl_in_reward", kl_in_reward)
         super().__init__(
             step_advantage_weight=self.step_advantage_weight,

@@ -1,0 +1,108 @@
+"""Typed schemas of the ``estimator`` config group, stored in Hydra's ConfigStore.
+
+Each ``conf/estimator/<name>.yaml`` starts with ``defaults: [<name>_schema, _self_]``, so a misspelt key
+(``step_advantge_weight``) fails when the config is composed instead of silently adding a key. Values
+are checked by the estimator's constructor, which lists the allowed ones, when the trainer instantiates
+it (before the first rollout). Call ``register_configs()`` before composing (``gigpo_lab.config_paths``
+does). This module imports Hydra; ``gigpo_lab.advantages`` itself does not import it.
+
+Every field's default equals the estimator's constructor default (a test checks it), and
+``kl_in_reward`` carries the estimator's KL default for the loss (ALGORITHMS.md, "The loss").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass
+class GRPOSchema:
+    """``conf/estimator/grpo.yaml``: group-normalised episode score (see ``GRPO``)."""
+
+    _target_: str = "gigpo_lab.advantages.grpo.GRPO"
+    #: mean_norm | mean_std_norm. mean_norm: x - mean; mean_std_norm: (x - mean) / (std + epsilon), unbiased std.
+    mode: str = "mean_norm"
+    #: rows | trajectories: every step row enters the group statistics, or one R(tau) per trajectory.
+    normalize_over: str = "rows"
+    #: p >= 0, subtracted from the score of each row whose action could not be parsed (paper: 0.1).
+    invalid_action_penalty: float = 0.1
+    #: epsilon > 0 added to the std in mean_std_norm.
+    epsilon: float = 1e-6
+    #: raw | zero: a group with one statistics entry gets its raw score (verl-agent) or 0 (ROLL, Trinity-RFT).
+    episode_singleton: str = "raw"
+    #: false: the loss adds the KL as a loss term (the default for grpo); true: KL is subtracted from the reward.
+    kl_in_reward: bool = False
+
+
+@dataclass
+class RLOOSchema:
+    """``conf/estimator/rloo.yaml``: leave-one-out baseline (see ``RLOO``)."""
+
+    _target_: str = "gigpo_lab.advantages.rloo.RLOO"
+    #: p >= 0, subtracted from the score of each invalid row.
+    invalid_action_penalty: float = 0.1
+    #: true (the default for rloo, as ms-swift): the KL to the reference is subtracted from the reward.
+    kl_in_reward: bool = True
+
+
+@dataclass
+class ReinforcePPSchema:
+    """``conf/estimator/reinforce_pp.yaml``: REINFORCE++ with a group baseline (see ``ReinforcePP``)."""
+
+    _target_: str = "gigpo_lab.advantages.reinforce_pp.ReinforcePP"
+    #: p >= 0, subtracted from the score of each invalid row.
+    invalid_action_penalty: float = 0.1
+    #: epsilon > 0 of the batch whitening.
+    epsilon: float = 1e-6
+    #: true (the default for reinforce_pp, as ms-swift): the KL is subtracted from the reward.
+    kl_in_reward: bool = True
+
+
+@dataclass
+class GiGPOSchema(GRPOSchema):
+    """``conf/estimator/gigpo.yaml``: episode-level GRPO + omega x step-level anchor groups (see ``GiGPO``)."""
+
+    _target_: str = "gigpo_lab.advantages.gigpo.GiGPO"
+    #: omega >= 0, weight of the step-level advantage (paper: 1.0; 0 gives grpo exactly).
+    step_advantage_weight: float = 1.0
+    #: gamma in [0, 1], discount of the step return (paper: 0.95; verl-agent's own default is 1.0).
+    gamma: float = 0.95
+    #: zero | raw: a step group of one row gets 0 (ALGORITHMS.md) or its own return.
+    step_singleton: str = "zero"
+    #: null (exact anchor ids) or a difflib ratio in (0, 1) for clustering text anchors (needs anchor_texts).
+    anchor_similarity_threshold: Optional[float] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+
+
+@dataclass
+class GiGPOStepIndexSchema:
+    """``conf/estimator/gigpo_step_index.yaml``: the ms-swift PR #7364 variant (see ``GiGPOStepIndex``)."""
+
+    _target_: str = "gigpo_lab.advantages.step_index.GiGPOStepIndex"
+    #: omega >= 0, weight of the mean step-index advantage.
+    step_advantage_weight: float = 1.0
+    #: true: divide by (std of the group's returns + epsilon).
+    scale_by_std: bool = False
+    #: epsilon > 0 of scale_by_std.
+    epsilon: float = 1e-6
+    #: false: KL as a loss term.
+    kl_in_reward: bool = False
+
+
+#: ConfigStore name -> schema; the YAML option ``<name>`` inherits from ``<name>_schema``.
+SCHEMAS: dict[str, type] = {
+    "grpo_schema": GRPOSchema,
+    "rloo_schema": RLOOSchema,
+    "reinforce_pp_schema": ReinforcePPSchema,
+    "gigpo_schema": GiGPOSchema,
+    "gigpo_step_index_schema": GiGPOStepIndexSchema,
+}
+
+
+def register_configs() -> None:
+    """Store every estimator schema in Hydra's ConfigStore, group ``estimator`` (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for name, node in SCHEMAS.items():
+        store.store(group="estimator", name=name, node=node)
