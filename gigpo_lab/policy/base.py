@@ -1,0 +1,103 @@
+"""The policy protocol: a tokenizer plus a causal LM that scores and extends token sequences.
+
+Every policy (the tiny GPT and the HF model) implements ``build_prompt``, ``stop_ids`` and one
+incremental forward, ``forward_logits``; the shared ``logprobs`` here and the rollout engine are built on it.
+
+Row layout used everywhere (P prompt columns, R response columns)::
+
+    prompt_ids    [pad pad p0 p1 p2]   left-padded,  prompt_mask   [0 0 1 1 1]
+    response_ids  [r0 r1 eos pad]      right-padded, response_mask [1 1 1 0]
+
+Positions count real tokens only (``cumsum(mask) - 1``), so a row's numbers do not depend on its padding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions (N, T) int64 of the tokens of ``attention_mask`` (N, T) bool: real tokens count 0, 1, ...;
+    padding gets the position of the last real token before it (or 0)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+class Policy(torch.nn.Module):
+    """A tokenizer and a causal LM.
+
+    Attributes:
+        tokenizer: has ``pad_id``, ``eos_id``, ``encode(str) -> list[int]``, ``decode(list[int]) -> str``.
+        default_max_new_tokens: the response budget used when the rollout config leaves it null.
+    """
+
+    tokenizer: Any
+    default_max_new_tokens: int = 8
+
+    def build_prompt(self, observation: str, anchor: str, history: list[tuple[str, str]]) -> list[int]:
+        """Prompt token ids for one turn. ``history`` holds this episode's past (observation, action_text)
+        pairs, oldest first; the policy keeps only its own window of it."""
+        raise NotImplementedError
+
+    def stop_ids(self) -> list[int]:
+        """Token ids that end a response."""
+        raise NotImplementedError
+
+    def forward_logits(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        past: Any = None,
+        logits_to_keep: int = 0,
+        use_cache: bool = True,
+    ) -> tuple[torch.Tensor, Any]:
+        """One incremental forward.
+
+        Args:
+            input_ids: (N, T) int64, the new tokens.
+            attention_mask: (N, S + T) bool over the S cached tokens and the T new ones.
+            past: the cache returned by the previous call, or None (then S = 0).
+            logits_to_keep: return logits for only the last k new tokens (0: all T).
+            use_cache: whether the caller wants the cache back (False may save memory; then it may be None).
+        Returns:
+            logits (N, k or T, V) float, and the cache extended by the T new tokens.
+        """
+        raise NotImplementedError
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def logprobs(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        response_ids: torch.Tensor,
+        response_mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities and entropies of the response tokens under the model (temperature 1).
+
+        Args:
+            prompt_ids: (N, P) int64, left-padded; prompt_mask: (N, P) bool.
+            response_ids: (N, R) int64, right-padded; response_mask: (N, R) bool.
+        Returns:
+            logp (N, R) float: log p(response_ids[:, j] | prompt, response[:, :j]); 0 where masked.
+            entropy (N, R) float: entropy of the full next-token distribution at that position; 0 where masked.
+            Both are differentiable.
+        """
+        response_len = response_ids.shape[1]
+        input_ids = torch.cat([prompt_ids, response_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
+        # The logits at columns P-1 .. P+R-2 predict the R response tokens.
+        logits, _ = self.forward_logits(
+            input_ids, attention_mask, None, logits_to_keep=response_len + 1, use_cache=False
+        )
+        logits = logits[:, :-1].float()
+        log_norm = logits.logsumexp(-1)
+        logp = logits.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1) - log_norm
+        # H = log Z - E_p[logit], finite even where some probabilities underflow to 0.
+        entropy = log_norm - (F.softmax(logits, dim=-1) * logits).sum(-1)
+        zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
+        return torch.where(response_mask, logp, zero), torch.where(response_mask, entropy, zero)

@@ -1,0 +1,178 @@
+"""A Hugging Face causal LM as a policy (local folder only; nothing is downloaded).
+
+Prompt, with the tokenizer's chat template (``add_generation_prompt=True``)::
+
+    system:    the task and the <action>...</action> answer format
+    user:      observation t-w        ┐ the last ``history_window`` (observation, action) pairs
+    assistant: <action>up</action>    ┘
+    user:      observation t
+    assistant: (generation starts here)
+
+Without a chat template (or with ``use_chat_template=False``) the same turns are written as plain text:
+``"{system}\\n\\nObservation:\\n{obs}\\nAction: {action}\\n\\n...Observation:\\n{obs}\\nAction: "``.
+The anchor is not used: an LLM reads the full observation.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gigpo_lab.policy.base import Policy, position_ids_from_mask
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent in a text game. Each turn you read an observation of the game. "
+    "Answer with exactly one admissible action inside action tags, for example <action>left</action>."
+)
+DTYPES = ("float32", "bfloat16", "float16")
+#: Token strings that end a turn in common chat formats; those present as single tokens become stop ids.
+TURN_END_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end|>", "<end_of_turn>", "</action>")
+
+
+class HFTokenizer:
+    """Adapter giving a ``transformers`` tokenizer the policy-tokenizer interface.
+
+    ``pad_id`` falls back to ``eos_id`` when the tokenizer has no pad token (padding is always masked).
+    """
+
+    def __init__(self, hf_tokenizer: Any):
+        self.hf = hf_tokenizer
+        self.eos_id: int = hf_tokenizer.eos_token_id
+        pad = hf_tokenizer.pad_token_id
+        self.pad_id: int = self.eos_id if pad is None else pad
+
+    def encode(self, text: str) -> list[int]:
+        return self.hf.encode(text, add_special_tokens=False)
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self.hf.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def single_token_id(self, text: str) -> int | None:
+        """The id of ``text`` if it is exactly one token, else None."""
+        ids = self.encode(text)
+        return ids[0] if len(ids) == 1 else None
+
+
+class HFPolicy(Policy):
+    """``AutoModelForCausalLM`` + tokenizer.
+
+    Args:
+        model: the causal LM. tokenizer: the ``transformers`` tokenizer.
+        system_prompt: the task description. history_window: past (observation, action) pairs kept.
+        use_chat_template: use the tokenizer's chat template when it has one.
+    """
+
+    default_max_new_tokens = 32
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        system_prompt: str,
+        history_window: int = 2,
+        use_chat_template: bool = True,
+    ):
+        super().__init__()
+        if history_window < 0:
+            raise ValueError(f"history_window={history_window} must be >= 0")
+        self.model = model
+        self.tokenizer = HFTokenizer(tokenizer)
+        self.system_prompt = system_prompt
+        self.history_window = history_window
+        self.use_chat_template = use_chat_template and bool(getattr(tokenizer, "chat_template", None))
+        max_positions = getattr(model.config, "max_position_embeddings", None) or 4096
+        self.max_prompt_len = max(1, max_positions - self.default_max_new_tokens)
+        # transformers >= 5.2x names the KV cache `cache`; older versions `past_key_values`.
+        self._cache_name = (
+            "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        )
+
+    def prompt_text(self, observation: str, history: list[tuple[str, str]]) -> str:
+        """The prompt as text (chat template or plain fallback), ready for generation."""
+        past = history[-self.history_window :] if self.history_window else []
+        if self.use_chat_template:
+            messages = [{"role": "system", "content": self.system_prompt}]
+            for past_observation, action in past:
+                messages.append({"role": "user", "content": past_observation})
+                messages.append({"role": "assistant", "content": action})
+            messages.append({"role": "user", "content": observation})
+            return self.tokenizer.hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        turns = [f"Observation:\n{o}\nAction: {a}\n\n" for o, a in past]
+        return f"{self.system_prompt}\n\n" + "".join(turns) + f"Observation:\n{observation}\nAction: "
+
+    def build_prompt(self, observation: str, anchor: str, history: list[tuple[str, str]]) -> list[int]:
+        """Token ids of ``prompt_text`` (the plain fallback adds the tokenizer's own BOS, if any), left-truncated
+        to ``max_position_embeddings - default_max_new_tokens``."""
+        text = self.prompt_text(observation, history)
+        ids = self.tokenizer.hf.encode(text, add_special_tokens=not self.use_chat_template)
+        return ids[-self.max_prompt_len :]
+
+    def stop_ids(self) -> list[int]:
+        """eos, the generation config's eos ids, and whichever of ``TURN_END_TOKENS`` are single tokens."""
+        ids = {self.tokenizer.eos_id}
+        config_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids.update(config_eos if isinstance(config_eos, list) else [config_eos])
+        ids.update(self.tokenizer.single_token_id(t) for t in TURN_END_TOKENS)
+        ids.discard(None)
+        return sorted(ids)
+
+    def forward_logits(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        past: Any = None,
+        logits_to_keep: int = 0,
+        use_cache: bool = True,
+    ) -> tuple[torch.Tensor, Any]:
+        t = input_ids.shape[1]
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask.long(),
+            position_ids=position_ids_from_mask(attention_mask)[:, -t:],
+            use_cache=use_cache,
+            logits_to_keep=logits_to_keep,
+            **{self._cache_name: past},
+        )
+        return out.logits, getattr(out, self._cache_name)
+
+
+def build_hf_policy(
+    path: str,
+    dtype: str = "float32",
+    system_prompt: str | None = None,
+    history_window: int = 2,
+    use_chat_template: bool = True,
+    gradient_checkpointing: bool = False,
+    vocabulary: Sequence[str] | None = None,
+) -> HFPolicy:
+    """Load ``AutoModelForCausalLM`` and ``AutoTokenizer`` from the local folder ``path``.
+
+    Args:
+        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+        system_prompt: the task description; None = ``DEFAULT_SYSTEM_PROMPT``.
+        history_window: past (observation, action) pairs in the prompt.
+        use_chat_template: use the tokenizer's chat template when it has one (else the plain-text layout).
+        gradient_checkpointing: recompute activations in backward (saves memory, costs time).
+        vocabulary: ignored; accepted so every model builder takes the trainer's ``vocabulary=``.
+    """
+    folder = Path(path).expanduser()
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(
+            f"model.path={str(path)!r} is not a Hugging Face model folder: expected a local folder with "
+            "config.json and tokenizer files (set it with model.path=/path/to/model)."
+        )
+    if dtype not in DTYPES:
+        raise ValueError(f"model.dtype={dtype!r} is not one of {DTYPES}")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
+    return HFPolicy(model, tokenizer, prompt, history_window, use_chat_template)

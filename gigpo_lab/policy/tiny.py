@@ -1,0 +1,98 @@
+"""The tiny policy: a word tokenizer over the env's vocabulary and a from-scratch TinyGPT.
+
+Prompt layout (ids), for ``history_window=2`` and ``prompt_source="anchor"``::
+
+    up <sep> left <sep> S F F \\n F H G <sep>
+    └ past actions ┘    └ current anchor ┘
+
+Each history entry is the past action's words, preceded by the past observation's words when
+``prompt_source="observation"`` (past anchors are not part of the history, so with ``"anchor"`` only the
+actions are kept). The response is one action word, then a stop token: ``default_max_new_tokens = 1``
+(the env's wrapper accepts a bare admissible word such as ``left``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from gigpo_lab.policy.base import Policy
+from gigpo_lab.policy.tiny_gpt import KVCache, TinyGPT
+from gigpo_lab.policy.word_tokenizer import WordTokenizer
+
+PROMPT_SOURCES = ("anchor", "observation")
+#: Positions kept free after a prompt for the response (the default SamplingParams budget).
+RESPONSE_RESERVE = 8
+
+
+class TinyPolicy(Policy):
+    """Word tokenizer + TinyGPT.
+
+    Args:
+        tokenizer: the ``WordTokenizer``.
+        model: the ``TinyGPT`` (its vocabulary size must cover the tokenizer's).
+        prompt_source: ``"anchor"`` (info["anchor"], the compact state) or ``"observation"`` (the text).
+        history_window: how many past (observation, action) pairs enter the prompt; 0 = none.
+    """
+
+    default_max_new_tokens = 1
+
+    def __init__(
+        self, tokenizer: WordTokenizer, model: TinyGPT, prompt_source: str = "anchor", history_window: int = 0
+    ):
+        super().__init__()
+        if prompt_source not in PROMPT_SOURCES:
+            raise ValueError(f"prompt_source={prompt_source!r} is not one of {PROMPT_SOURCES}")
+        if history_window < 0:
+            raise ValueError(f"history_window={history_window} must be >= 0")
+        self.tokenizer = tokenizer
+        self.model = model
+        self.prompt_source = prompt_source
+        self.history_window = history_window
+
+    def build_prompt(self, observation: str, anchor: str, history: list[tuple[str, str]]) -> list[int]:
+        """Ids of the window's past entries and the current state, each ended by ``<sep>`` (see module doc);
+        left-truncated to ``max_seq_len - RESPONSE_RESERVE`` tokens."""
+        tok = self.tokenizer
+        ids: list[int] = []
+        past = history[-self.history_window :] if self.history_window else []
+        for past_observation, action in past:
+            if self.prompt_source == "observation":
+                ids += tok.encode(past_observation)
+            ids += tok.encode(action) + [tok.sep_id]
+        ids += tok.encode(anchor if self.prompt_source == "anchor" else observation) + [tok.sep_id]
+        limit = max(1, self.model.max_seq_len - RESPONSE_RESERVE)
+        return ids[-limit:]
+
+    def stop_ids(self) -> list[int]:
+        return [self.tokenizer.eos_id, self.tokenizer.action_close_id]
+
+    def forward_logits(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        past: KVCache | None = None,
+        logits_to_keep: int = 0,
+        use_cache: bool = True,
+    ) -> tuple[torch.Tensor, KVCache]:
+        return self.model(input_ids, attention_mask, past, logits_to_keep)
+
+
+def build_tiny_policy(
+    vocabulary: Sequence[str],
+    d_model: int = 128,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    max_seq_len: int = 256,
+    prompt_source: str = "anchor",
+    history_window: int = 0,
+    seed: int = 0,
+) -> TinyPolicy:
+    """A ``TinyPolicy`` over ``vocabulary`` (e.g. ``env.unwrapped.vocabulary()``), initialised from ``seed``
+    alone (the global RNG is left untouched)."""
+    tokenizer = WordTokenizer(vocabulary)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = TinyGPT(tokenizer.vocab_size, d_model, n_layers, n_heads, max_seq_len)
+    return TinyPolicy(tokenizer, model, prompt_source, history_window)

@@ -1,0 +1,119 @@
+"""A small pre-LayerNorm causal transformer with a key/value cache, trained from scratch.
+
+Shapes: N rows, T new tokens, S cached tokens, D = d_model, H heads, V vocabulary.
+The cache is a list (one entry per layer) of (keys, values), each (N, H, S, D / H).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gigpo_lab.policy.base import position_ids_from_mask
+
+KVCache = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention over the cached and the new tokens."""
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} must be a multiple of n_heads={n_heads}")
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(
+        self, x: torch.Tensor, allowed: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """x (N, T, D); allowed (N, 1, T, S+T) bool; past keys/values (N, H, S, D/H) or None."""
+        n, t, d = x.shape
+        q, k, v = self.qkv(x).view(n, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        if past is not None:
+            k = torch.cat([past[0], k], dim=2)
+            v = torch.cat([past[1], v], dim=2)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        return self.proj(out.transpose(1, 2).reshape(n, t, d)), (k, v)
+
+
+class Block(nn.Module):
+    """x + attn(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_heads)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x, allowed, past):
+        attn_out, kv = self.attn(self.ln1(x), allowed, past)
+        x = x + attn_out
+        return x + self.mlp(self.ln2(x)), kv
+
+
+class TinyGPT(nn.Module):
+    """Token + learned position embeddings, ``n_layers`` blocks, a final LayerNorm and a tied output head.
+
+    Args:
+        vocab_size: V. d_model: D. n_layers: number of blocks. n_heads: H (D % H == 0).
+        max_seq_len: the largest position (prompt + response) the model can see.
+    """
+
+    def __init__(
+        self, vocab_size: int, d_model: int = 128, n_layers: int = 2, n_heads: int = 4, max_seq_len: int = 256
+    ):
+        super().__init__()
+        self.max_seq_len = max_seq_len
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(max_seq_len, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.reset_parameters(n_layers)
+
+    def reset_parameters(self, n_layers: int) -> None:
+        """GPT-2 style init: N(0, 0.02) weights, zero biases, residual projections scaled by 1/sqrt(2L)."""
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+            if isinstance(module, nn.Linear):
+                nn.init.zeros_(module.bias)
+        for block in self.blocks:
+            for proj in (block.attn.proj, block.mlp[2]):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * n_layers))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        past: KVCache | None = None,
+        logits_to_keep: int = 0,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """input_ids (N, T); attention_mask (N, S+T) bool -> logits (N, k or T, V), cache grown by T.
+
+        Each token attends to the unmasked cached/new tokens at or before it, and always to itself (so padded
+        query rows stay finite; their outputs are never used).
+        """
+        n, t = input_ids.shape
+        total = attention_mask.shape[1]
+        start = total - t
+        positions = position_ids_from_mask(attention_mask)[:, start:]
+        if positions.numel() and int(positions.max()) >= self.max_seq_len:
+            raise ValueError(f"sequence longer than max_seq_len={self.max_seq_len}; raise model.max_seq_len")
+        key_index = torch.arange(total, device=input_ids.device)
+        query_index = key_index[start:, None]
+        allowed = (key_index <= query_index) & attention_mask[:, None, None, :]
+        allowed = allowed | (key_index == query_index)
+        x = self.tok_emb(input_ids) + self.pos_emb(positions)
+        cache: KVCache = []
+        for i, block in enumerate(self.blocks):
+            x, kv = block(x, allowed, None if past is None else past[i])
+            cache.append(kv)
+        if logits_to_keep:
+            x = x[:, -logits_to_keep:]
+        return F.linear(self.ln_f(x), self.tok_emb.weight), cache

@@ -1,0 +1,74 @@
+"""The rollout-engine protocol: batched sampling of responses, with the log-probs of what was sampled."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@dataclass
+class SamplingParams:
+    """How responses are sampled.
+
+    Attributes:
+        temperature: logits are divided by it before softmax (> 0).
+        top_p: nucleus sampling: keep the smallest set of tokens whose probability reaches top_p (0 < top_p <= 1).
+        max_new_tokens: the most tokens per response (a stop token ends a row earlier).
+        greedy: take the argmax instead of sampling (``generate(greedy=...)`` overrides it per call).
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 8
+    greedy: bool = False
+
+    def __post_init__(self):
+        if not self.temperature > 0:
+            raise ValueError(f"temperature={self.temperature} must be > 0 (use greedy=True for argmax)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p={self.top_p} must be in (0, 1]")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={self.max_new_tokens} must be >= 1")
+
+
+@dataclass
+class GenerationOutput:
+    """What one ``generate`` call returns, for N prompts and at most R new tokens.
+
+    Attributes:
+        response_ids: (N, R) int64, right-padded with the tokenizer's pad id; includes the stop token if one came.
+        response_mask: (N, R) bool, True on generated tokens.
+        logprobs: (N, R) float, log-prob of each chosen token under the sampling distribution actually used
+            (temperature and top_p applied); 0 where masked. At temperature 1 and top_p 1 these equal
+            ``policy.logprobs``.
+        texts: N decoded responses (special tokens skipped).
+    """
+
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    logprobs: torch.Tensor
+    texts: list[str]
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the collector needs from an engine."""
+
+    sampling: SamplingParams
+
+    def generate(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        *,
+        greedy: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> GenerationOutput:
+        """Sample one response per prompt. prompt_ids (N, P) int64 left-padded; prompt_mask (N, P) bool."""
+        ...
+
+    def sync_weights(self, policy) -> None:
+        """Make the engine sample from ``policy``'s current weights."""
+        ...

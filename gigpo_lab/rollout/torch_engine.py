@@ -1,0 +1,129 @@
+"""The torch engine: batched autoregressive sampling with the policy's own KV cache, no grad.
+
+One prompt forward fills the cache; then one single-token forward per new token for all N rows at once.
+A row that has emitted a stop id (``policy.stop_ids()``) keeps being fed pad tokens, masked out, until every
+row has stopped or ``max_new_tokens`` is reached. Shares the policy module, so ``sync_weights`` is a no-op.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gigpo_lab.policy.base import Policy
+from gigpo_lab.rollout.engine import GenerationOutput, SamplingParams
+
+
+def sampling_log_probs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Log-probs (N, V) float32 of the distribution sampled from: softmax(logits / temperature), restricted to
+    the nucleus (the smallest set of most likely tokens whose probability reaches ``top_p``) and renormalised.
+    Tokens outside the nucleus get -inf."""
+    scaled = logits.float() / temperature
+    if top_p < 1.0:
+        sorted_logits, order = scaled.sort(dim=-1, descending=True)
+        probs = F.softmax(sorted_logits, dim=-1)
+        # drop a token when the more likely tokens before it already reach top_p (the first is always kept)
+        outside = (probs.cumsum(-1) - probs) >= top_p
+        sorted_logits = sorted_logits.masked_fill(outside, float("-inf"))
+        scaled = torch.full_like(scaled, float("-inf")).scatter(-1, order, sorted_logits)
+    return F.log_softmax(scaled, dim=-1)
+
+
+def sample_tokens(log_dist: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One token id per row (N,) int64 drawn from exp(log_dist) (N, V) by inverse-CDF sampling.
+
+    Draws N uniforms from ``generator`` (on the generator's own device), so results depend only on its seed.
+    """
+    cdf = log_dist.exp().cumsum(-1)
+    rand_device = generator.device if generator is not None else cdf.device
+    u = torch.rand(cdf.shape[0], 1, generator=generator, device=rand_device).to(cdf.device)
+    u = u.clamp(min=1e-12) * cdf[:, -1:]
+    return (cdf < u).sum(-1).clamp(max=cdf.shape[1] - 1)
+
+
+class TorchEngine:
+    """Samples responses from a ``Policy`` with its ``forward_logits`` KV cache.
+
+    Args:
+        policy: the policy (shared, not copied).
+        sampling: temperature, top_p, max_new_tokens (None: ``policy.default_max_new_tokens``), greedy.
+    """
+
+    def __init__(self, policy: Policy, sampling: SamplingParams):
+        self.policy = policy
+        self.sampling = sampling
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.sampling.max_new_tokens or self.policy.default_max_new_tokens
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        *,
+        greedy: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> GenerationOutput:
+        """Sample one response per prompt (greedy if ``greedy`` or ``sampling.greedy``).
+
+        Args:
+            prompt_ids: (N, P) int64, left-padded. prompt_mask: (N, P) bool.
+            generator: the RNG of the sampling (its device may differ from the model's).
+        Returns:
+            ``GenerationOutput`` with (N, R) tensors on the prompts' device, R <= max_new_tokens.
+        """
+        policy, sampling = self.policy, self.sampling
+        greedy = greedy or sampling.greedy
+        out_device, device = prompt_ids.device, policy.device
+        was_training = policy.training
+        policy.eval()
+        try:
+            mask = prompt_mask.to(device=device, dtype=torch.bool)
+            stop = torch.tensor(policy.stop_ids(), device=device)
+            pad = policy.tokenizer.pad_id
+            done = torch.zeros(mask.shape[0], dtype=torch.bool, device=device)
+            tokens, logps, actives = [], [], []
+            logits, cache = policy.forward_logits(prompt_ids.to(device), mask, None, logits_to_keep=1)
+            for step in range(self.max_new_tokens):
+                log_dist = sampling_log_probs(logits[:, -1], sampling.temperature, sampling.top_p)
+                token = log_dist.argmax(-1) if greedy else sample_tokens(log_dist, generator)
+                logp = log_dist.gather(-1, token[:, None]).squeeze(-1)
+                active = ~done
+                tokens.append(token.masked_fill(done, pad))
+                logps.append(logp.masked_fill(done, 0.0))
+                actives.append(active)
+                done = done | (active & torch.isin(token, stop))
+                if step + 1 == self.max_new_tokens or bool(done.all()):
+                    break
+                mask = torch.cat([mask, active[:, None]], dim=1)
+                logits, cache = policy.forward_logits(tokens[-1][:, None], mask, cache, logits_to_keep=1)
+        finally:
+            policy.train(was_training)
+        response_ids = torch.stack(tokens, 1).to(out_device)
+        response_mask = torch.stack(actives, 1).to(out_device)
+        lengths = response_mask.sum(1).tolist()
+        rows = response_ids.tolist()
+        texts = [policy.tokenizer.decode(row[:n]) for row, n in zip(rows, lengths, strict=True)]
+        return GenerationOutput(response_ids, response_mask, torch.stack(logps, 1).to(out_device), texts)
+
+    def sync_weights(self, policy: Policy) -> None:
+        """No-op: the engine samples from the very module being trained."""
+
+
+def build_torch_engine(
+    policy: Policy,
+    *,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int | None = None,
+    greedy: bool = False,
+) -> TorchEngine:
+    """The ``conf/rollout/torch.yaml`` engine target: ``instantiate(cfg.rollout.engine)(policy=policy)``.
+
+    ``max_new_tokens=None`` takes ``policy.default_max_new_tokens`` (tiny: 1, hf: 32).
+    """
+    if max_new_tokens is None:
+        max_new_tokens = policy.default_max_new_tokens
+    return TorchEngine(policy, SamplingParams(temperature, top_p, max_new_tokens, greedy))
