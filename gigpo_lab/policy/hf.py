@@ -172,7 +172,11 @@ def build_hf_policy(
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
     if gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # transformers 5.2x renamed it activation_checkpointing_enable; older versions only have the old name.
+        enable = (
+            getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        )
+        enable()
         model.config.use_cache = False
     prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
     return HFPolicy(model, tokenizer, prompt, history_window, use_chat_template)

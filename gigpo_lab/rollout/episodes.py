@@ -1,0 +1,148 @@
+"""Run a set of envs to the end of their episodes with one batched ``engine.generate`` per turn.
+
+Each turn, the still-active envs build their prompts, the engine answers all of them at once, and the envs
+are stepped with the decoded texts. What a turn produced is kept as a ``Turn`` (tensors over its n active
+envs); ``stack_turns`` pads and concatenates turns into flat step rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain
+
+import gymnasium as gym
+import torch
+import torch.nn.functional as F
+
+from gigpo_lab.policy.base import Policy
+
+#: A guard against envs that never end (make_env's ``max_turns`` normally ends every episode far sooner).
+MAX_EPISODE_STEPS = 10_000
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists -> (ids (n, P) int64 left-padded with ``pad_id``, mask (n, P) bool), P = the longest."""
+    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
+    width = int(lengths.max()) if len(sequences) else 0
+    mask = torch.arange(width) >= (width - lengths)[:, None]
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    ids[mask] = torch.tensor(list(chain.from_iterable(sequences)), dtype=torch.long)
+    return ids, mask
+
+
+@dataclass
+class Turn:
+    """One engine call over the n envs active at turn ``step``.
+
+    Attributes:
+        env_index: (n,) int64, which envs. step: the turn number t (0-based, the same for all n).
+        prompt_ids / prompt_mask: (n, P) left-padded. response_ids / response_mask / logprobs: (n, R).
+        rewards: (n,) float32. invalid: (n,) bool. anchors: n anchor strings before the step.
+        observations / texts: n prompt observations and decoded responses.
+    """
+
+    env_index: torch.Tensor
+    step: int
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    logprobs: torch.Tensor
+    rewards: torch.Tensor
+    invalid: torch.Tensor
+    anchors: list[str]
+    observations: list[str]
+    texts: list[str]
+
+
+def run_episodes(
+    envs: Sequence[gym.Env],
+    seeds: Sequence[int],
+    policy: Policy,
+    engine,
+    generator: torch.Generator | None,
+    greedy: bool = False,
+) -> tuple[list[Turn], torch.Tensor]:
+    """Reset ``envs[i]`` with ``seeds[i]`` and play every episode to termination or truncation.
+
+    Returns:
+        the turns in order, and success (len(envs),) bool: ``info["success"]`` after each env's last step.
+    """
+    observations, anchors = [], []
+    for env, seed in zip(envs, seeds, strict=True):
+        obs, info = env.reset(seed=int(seed))
+        observations.append(obs)
+        anchors.append(info["anchor"])
+    history: list[list[tuple[str, str]]] = [[] for _ in envs]
+    success = torch.zeros(len(envs), dtype=torch.bool)
+    active = list(range(len(envs)))
+    turns: list[Turn] = []
+    pad_id = policy.tokenizer.pad_id
+    for step in range(MAX_EPISODE_STEPS):
+        if not active:
+            return turns, success
+        prompts = [policy.build_prompt(observations[i], anchors[i], history[i]) for i in active]
+        prompt_ids, prompt_mask = left_pad(prompts, pad_id)
+        out = engine.generate(prompt_ids, prompt_mask, greedy=greedy, generator=generator)
+        rewards, invalid, turn_anchors, turn_obs, still_active = [], [], [], [], []
+        for i, text in zip(active, out.texts, strict=True):
+            obs, reward, terminated, truncated, info = envs[i].step(text)
+            rewards.append(float(reward))
+            invalid.append(bool(info.get("invalid", False)))
+            turn_anchors.append(anchors[i])
+            turn_obs.append(observations[i])
+            history[i].append((observations[i], text))
+            observations[i], anchors[i] = obs, info["anchor"]
+            if terminated or truncated:
+                success[i] = bool(info.get("success", False))
+            else:
+                still_active.append(i)
+        turns.append(
+            Turn(
+                env_index=torch.tensor(active, dtype=torch.long),
+                step=step,
+                prompt_ids=prompt_ids,
+                prompt_mask=prompt_mask,
+                response_ids=out.response_ids.cpu(),
+                response_mask=out.response_mask.cpu(),
+                logprobs=out.logprobs.float().cpu(),
+                rewards=torch.tensor(rewards, dtype=torch.float32),
+                invalid=torch.tensor(invalid, dtype=torch.bool),
+                anchors=turn_anchors,
+                observations=turn_obs,
+                texts=list(out.texts),
+            )
+        )
+        active = still_active
+    raise RuntimeError(f"episodes still running after {MAX_EPISODE_STEPS} steps; give the env a max_turns")
+
+
+def stack_turns(turns: Sequence[Turn], pad_id: int) -> dict[str, torch.Tensor]:
+    """Concatenate the turns' rows: prompts left-padded and responses right-padded to the widest turn.
+
+    Returns tensors over all M rows: env_index, step (M,) int64; prompt_ids/prompt_mask (M, P);
+    response_ids/response_mask/logprobs (M, R); rewards (M,) float32; invalid (M,) bool.
+    """
+    width_p = max(t.prompt_ids.shape[1] for t in turns)
+    width_r = max(t.response_ids.shape[1] for t in turns)
+
+    def cat(name: str, width: int, left: bool, value) -> torch.Tensor:
+        padded = []
+        for t in turns:
+            x = getattr(t, name)
+            extra = width - x.shape[1]
+            padded.append(F.pad(x, (extra, 0) if left else (0, extra), value=value))
+        return torch.cat(padded)
+
+    return {
+        "env_index": torch.cat([t.env_index for t in turns]),
+        "step": torch.cat([torch.full_like(t.env_index, t.step) for t in turns]),
+        "prompt_ids": cat("prompt_ids", width_p, True, pad_id),
+        "prompt_mask": cat("prompt_mask", width_p, True, False),
+        "response_ids": cat("response_ids", width_r, False, pad_id),
+        "response_mask": cat("response_mask", width_r, False, False),
+        "logprobs": cat("logprobs", width_r, False, 0.0),
+        "rewards": torch.cat([t.rewards for t in turns]),
+        "invalid": torch.cat([t.invalid for t in turns]),
+    }

@@ -1,0 +1,96 @@
+"""The tiny policy: deterministic init, prompt layout, and log-probs that ignore padding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gigpo_lab.policy import build_tiny_policy
+from gigpo_lab.rollout.episodes import left_pad
+
+VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down", "\n"]
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return build_tiny_policy(VOCAB, d_model=32, n_layers=2, n_heads=4, max_seq_len=64, seed=0)
+
+
+def test_init_depends_only_on_seed():
+    torch.manual_seed(123)
+    a = build_tiny_policy(VOCAB, d_model=32, seed=7).state_dict()
+    torch.manual_seed(456)
+    b = build_tiny_policy(VOCAB, d_model=32, seed=7).state_dict()
+    c = build_tiny_policy(VOCAB, d_model=32, seed=8).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_prompt_is_anchor_then_sep(policy):
+    tok = policy.tokenizer
+    ids = policy.build_prompt("You are on a lake.\nP F", "P F\nH G", [("obs", "left")])
+    assert tok.decode(ids) == "P F\nH G <sep>"
+    assert policy.stop_ids() == [tok.eos_id, tok.action_close_id]
+    assert policy.default_max_new_tokens == 1
+
+
+def test_history_window_keeps_the_last_actions():
+    policy = build_tiny_policy(VOCAB, d_model=32, history_window=2)
+    history = [("S", "up"), ("H", "<action>down</action>"), ("F", "left")]
+    ids = policy.build_prompt("obs", "P F", history)
+    assert policy.tokenizer.decode(ids) == "<action>down</action> <sep> left <sep> P F <sep>"
+    observed = build_tiny_policy(VOCAB, d_model=32, history_window=1, prompt_source="observation")
+    assert observed.tokenizer.decode(observed.build_prompt("G", "P F", history)) == "F left <sep> G <sep>"
+
+
+def test_long_prompts_are_left_truncated():
+    policy = build_tiny_policy(VOCAB, d_model=32, max_seq_len=16)
+    ids = policy.build_prompt("", "F " * 40 + "G", [])
+    assert len(ids) == 16 - 8 and policy.tokenizer.decode(ids[-2:]) == "G <sep>"
+
+
+def test_bad_prompt_source_is_refused():
+    with pytest.raises(ValueError, match="prompt_source"):
+        build_tiny_policy(VOCAB, prompt_source="pixels")
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 12), min_size=1, max_size=5),
+    extra_pad=st.integers(0, 6),
+    response_len=st.integers(1, 4),
+    seed=st.integers(0, 1000),
+)
+def test_logprobs_do_not_depend_on_padding(policy, lengths, extra_pad, response_len, seed):
+    """A row scores the same alone or in a batch padded wider, and masked entries are exactly 0."""
+    g = torch.Generator().manual_seed(seed)
+    vocab = policy.tokenizer.vocab_size
+    prompts = [torch.randint(6, vocab, (n,), generator=g).tolist() for n in lengths]
+    ids, mask = left_pad(prompts, policy.tokenizer.pad_id)
+    ids = torch.nn.functional.pad(ids, (extra_pad, 0))
+    mask = torch.nn.functional.pad(mask, (extra_pad, 0))
+    response = torch.randint(6, vocab, (len(prompts), response_len), generator=g)
+    response_mask = torch.ones_like(response, dtype=torch.bool)
+    response_mask[0, 1:] = False
+    with torch.no_grad():
+        logp, entropy = policy.logprobs(ids, mask, response, response_mask)
+        for i, prompt in enumerate(prompts):
+            alone = torch.tensor([prompt])
+            single, _ = policy.logprobs(
+                alone, torch.ones_like(alone, dtype=torch.bool), response[i : i + 1], response_mask[i : i + 1]
+            )
+            torch.testing.assert_close(logp[i : i + 1], single, atol=1e-5, rtol=0)
+    assert (logp[~response_mask] == 0).all() and (entropy[~response_mask] == 0).all()
+    assert (logp[response_mask] < 0).all() and (entropy[response_mask] > 0).all()
+
+
+def test_logprobs_are_differentiable(policy):
+    ids = torch.tensor([[0, 7, 8], [9, 10, 11]])
+    mask = ids != 0
+    response = torch.tensor([[12, 1], [13, 0]])
+    logp, entropy = policy.logprobs(ids, mask, response, response != 0)
+    (logp.sum() + entropy.sum()).backward()
+    assert policy.model.tok_emb.weight.grad is not None
+    policy.zero_grad()

@@ -1,0 +1,175 @@
+"""The torch engine against independent references: policy.logprobs, a no-cache decode, a manual nucleus."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hf_tiny import build_tiny_hf_model
+
+from gigpo_lab.policy import build_hf_policy, build_tiny_policy
+from gigpo_lab.rollout import Engine, SamplingParams, TorchEngine, build_torch_engine
+from gigpo_lab.rollout.episodes import left_pad
+from gigpo_lab.rollout.torch_engine import sample_tokens
+
+VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down", "\n", "You", "are", "on", "a", "lake"]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return build_tiny_policy(VOCAB, d_model=32, n_layers=2, n_heads=4, max_seq_len=64, seed=1)
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory):
+    return build_hf_policy(str(build_tiny_hf_model(tmp_path_factory.mktemp("qwen2"))))
+
+
+@pytest.fixture(params=["tiny", "hf"])
+def policy(request):
+    return request.getfixturevalue(request.param)
+
+
+def ragged_prompts(policy, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """n random prompts of lengths 1..12, left-padded (first token ids are specials; avoid them)."""
+    g = torch.Generator().manual_seed(seed)
+    vocab = len(policy.tokenizer.tokens) if hasattr(policy.tokenizer, "tokens") else len(policy.tokenizer.hf)
+    lengths = torch.randint(1, 13, (n,), generator=g).tolist()
+    return left_pad(
+        [torch.randint(6, vocab, (k,), generator=g).tolist() for k in lengths], policy.tokenizer.pad_id
+    )
+
+
+def reference_greedy(policy, prompt_ids, prompt_mask, max_new_tokens):
+    """Greedy decoding without a cache: a full forward over prompt + generated tokens at every step."""
+    stop = set(policy.stop_ids())
+    rows = []
+    for ids, mask in zip(prompt_ids, prompt_mask, strict=True):
+        seq = ids[mask].tolist()
+        out = []
+        for _ in range(max_new_tokens):
+            x = torch.tensor([seq + out])
+            logits, _ = policy.forward_logits(x, torch.ones_like(x, dtype=torch.bool), None, use_cache=False)
+            out.append(int(logits[0, -1].argmax()))
+            if out[-1] in stop:
+                break
+        rows.append(out)
+    return rows
+
+
+def test_engine_satisfies_the_protocol(tiny):
+    assert isinstance(TorchEngine(tiny, SamplingParams()), Engine)
+
+
+def test_sampling_logprobs_equal_policy_logprobs(policy):
+    """Temperature 1, top_p 1: the engine's log-probs are the policy's, with ragged prompts and early stops."""
+    max_new = 8 if policy.default_max_new_tokens == 1 else 24
+    prompt_ids, prompt_mask = ragged_prompts(policy, 24, seed=0)
+    engine = TorchEngine(policy, SamplingParams(max_new_tokens=max_new))
+    out = engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0))
+    lengths = out.response_mask.sum(1)
+    assert (lengths < max_new).any() and (lengths == max_new).any(), "the case needs early and late stops"
+    ends = out.response_ids[torch.arange(len(lengths)), lengths - 1]
+    stopped = torch.isin(ends, torch.tensor(policy.stop_ids()))
+    assert (stopped | (lengths == max_new)).all(), "a row ends only at a stop id or at max_new_tokens"
+    assert (out.response_mask[:, :-1] >= out.response_mask[:, 1:]).all(), "right-padded"
+    assert (out.response_ids[~out.response_mask] == policy.tokenizer.pad_id).all()
+    with torch.no_grad():
+        logp, _ = policy.logprobs(prompt_ids, prompt_mask, out.response_ids, out.response_mask)
+    torch.testing.assert_close(out.logprobs, logp, atol=1e-5, rtol=0)
+    assert (out.logprobs[~out.response_mask] == 0).all()
+    assert out.texts == [
+        policy.tokenizer.decode(r[m].tolist())
+        for r, m in zip(out.response_ids, out.response_mask, strict=True)
+    ]
+
+
+def test_kv_cache_matches_a_no_cache_decode(policy):
+    prompt_ids, prompt_mask = ragged_prompts(policy, 8, seed=1)
+    engine = TorchEngine(policy, SamplingParams(max_new_tokens=6))
+    out = engine.generate(prompt_ids, prompt_mask, greedy=True)
+    cached = [r[m].tolist() for r, m in zip(out.response_ids, out.response_mask, strict=True)]
+    with torch.no_grad():
+        assert cached == reference_greedy(policy, prompt_ids, prompt_mask, 6)
+
+
+def test_generation_is_deterministic_given_the_generator_seed(policy):
+    prompt_ids, prompt_mask = ragged_prompts(policy, 6, seed=2)
+    engine = TorchEngine(policy, SamplingParams(max_new_tokens=5, temperature=1.5))
+    a, b, c = (
+        engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(s))
+        for s in (7, 7, 8)
+    )
+    assert torch.equal(a.response_ids, b.response_ids) and torch.equal(a.logprobs, b.logprobs)
+    assert not torch.equal(a.response_ids, c.response_ids)
+
+
+def manual_nucleus_logprobs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Reference (one row at a time, with Python lists): tempered softmax restricted to the nucleus."""
+    probs = torch.softmax(logits.double() / temperature, -1)
+    out = torch.full_like(probs, float("-inf"))
+    for r in range(probs.shape[0]):
+        kept, mass = [], 0.0
+        for j in sorted(range(probs.shape[1]), key=lambda j: -float(probs[r, j])):
+            if mass >= top_p:
+                break
+            kept.append(j)
+            mass += float(probs[r, j])
+        out[r, kept] = (probs[r, kept] / probs[r, kept].sum()).log()
+    return out
+
+
+@pytest.mark.parametrize(("temperature", "top_p"), [(0.7, 1.0), (1.0, 0.5), (1.3, 0.9)])
+def test_tempered_nucleus_logprobs(tiny, temperature, top_p):
+    """The engine's log-probs are those of the distribution it samples from, and it never leaves the nucleus."""
+    prompt_ids, prompt_mask = ragged_prompts(tiny, 16, seed=3)
+    engine = TorchEngine(tiny, SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=4))
+    out = engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(3))
+    ids = torch.cat([prompt_ids, out.response_ids], 1)
+    mask = torch.cat([prompt_mask, out.response_mask], 1)
+    with torch.no_grad():
+        logits, _ = tiny.forward_logits(ids, mask, None, use_cache=False)
+    width = out.response_ids.shape[1]
+    logits = logits[:, -width - 1 : -1][out.response_mask]
+    reference = manual_nucleus_logprobs(logits, temperature, top_p)
+    chosen = reference.gather(-1, out.response_ids[out.response_mask][:, None]).squeeze(-1)
+    assert torch.isfinite(chosen).all(), "every sampled token lies in the nucleus"
+    torch.testing.assert_close(out.logprobs[out.response_mask].double(), chosen, atol=1e-5, rtol=0)
+
+
+def test_inverse_cdf_sampling_follows_the_distribution():
+    probs = torch.tensor([0.5, 0.0, 0.3, 0.2, 0.0])
+    log_dist = probs.log().expand(20_000, -1)
+    tokens = sample_tokens(log_dist, torch.Generator().manual_seed(0))
+    freq = torch.bincount(tokens, minlength=5).double() / len(tokens)
+    assert freq[1] == 0 and freq[4] == 0
+    torch.testing.assert_close(freq, probs.double(), atol=0.015, rtol=0)
+
+
+def test_builder_uses_the_policy_default_budget(tiny, hf):
+    assert build_torch_engine(tiny).sampling.max_new_tokens == 1
+    assert build_torch_engine(hf).sampling.max_new_tokens == 32
+    assert build_torch_engine(tiny, max_new_tokens=3, temperature=0.5).sampling == SamplingParams(0.5, 1.0, 3)
+
+
+def test_tiny_policy_answers_with_one_word(tiny):
+    prompt_ids, prompt_mask = ragged_prompts(tiny, 32, seed=4)
+    out = build_torch_engine(tiny).generate(
+        prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0)
+    )
+    assert out.response_ids.shape == (32, 1)
+    assert all(len(t.split()) <= 1 for t in out.texts)
+
+
+def test_generate_restores_the_training_mode(tiny):
+    tiny.train()
+    prompt_ids, prompt_mask = ragged_prompts(tiny, 2, seed=5)
+    TorchEngine(tiny, SamplingParams()).generate(prompt_ids, prompt_mask)
+    assert tiny.training
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"temperature": 0.0}, {"top_p": 0.0}, {"top_p": 1.5}, {"max_new_tokens": 0}]
+)
+def test_bad_sampling_params_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        SamplingParams(**kwargs)
