@@ -1,0 +1,140 @@
+"""make_env and the env config group: every config instantiates; bad input fails with a fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from gigpo_lab.envs import TextActionWrapper, make_env, registered_ids
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+ENV_CONFIGS = sorted(p.stem for p in (CONF / "env").glob("*.yaml"))
+
+
+def compose_env(tmp_path: Path, option: str, overrides: tuple[str, ...] = ()):
+    """Compose ``env=<option>`` through a test-local primary config that searches the project's conf dir."""
+    (tmp_path / "primary.yaml").write_text(
+        f"defaults:\n  - env: {option}\n  - _self_\nhydra:\n  searchpath:\n    - file://{CONF}\n"
+    )
+    with initialize_config_dir(config_dir=str(tmp_path), version_base="1.3"):
+        return compose(config_name="primary", overrides=list(overrides))
+
+
+def test_the_five_configs_exist():
+    assert ENV_CONFIGS == ["frozenlake", "frozenlake8x8", "gym_discrete", "household", "sokoban"]
+
+
+@pytest.mark.parametrize("option", ENV_CONFIGS)
+def test_every_env_config_instantiates_and_plays(tmp_path, option):
+    cfg = compose_env(tmp_path, option)
+    assert cfg.env._target_ == "gigpo_lab.envs.make_env" and cfg.env.name
+    env = instantiate(cfg.env)
+    assert isinstance(env, TextActionWrapper)
+    assert env.name == cfg.env.name and env.max_turns == cfg.env.max_turns
+    _, info = env.reset(seed=0)
+    _, _, _, _, info = env.step(f"<action>{info['admissible_actions'][0]}</action>")
+    assert not info["invalid"]
+
+
+@pytest.mark.parametrize("option", ENV_CONFIGS)
+def test_every_config_key_is_commented(option):
+    """Each key has a comment on its line or on the line above (STYLE: the config is the documentation)."""
+    lines = (CONF / "env" / f"{option}.yaml").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line and not line.startswith(("#", " ")):
+            assert "#" in line or lines[i - 1].startswith("#"), f"{option}.yaml: {line!r} has no comment"
+
+
+def test_yaml_defaults_match_the_env_defaults(tmp_path):
+    env = instantiate(compose_env(tmp_path, "frozenlake8x8").env)
+    assert env.unwrapped.size == 8 and env.reset(seed=0)[1]["anchor"].count("\n") == 7
+
+
+def test_cli_overrides_alone_adapt_a_gymnasium_env(tmp_path):
+    cfg = compose_env(
+        tmp_path,
+        "gym_discrete",
+        ("env.id=CliffWalking-v1", "env.action_names=[up,right,down,left]", "env.renderer=builtins:hex"),
+    )
+    env = instantiate(cfg.env)
+    _, info = env.reset(seed=0)
+    assert info["anchor"] == hex(36) and info["admissible_actions"] == ["up", "right", "down", "left"]
+    _, reward, _, _, info = env.step("up")
+    assert info["anchor"] == hex(24) and reward == -1.0
+
+
+def test_cli_overrides_reach_env_kwargs(tmp_path):
+    cfg = compose_env(tmp_path, "sokoban", ("env.height=7", "env.num_boxes=2", "env.max_turns=40"))
+    env = instantiate(cfg.env)
+    _, info = env.reset(seed=0)
+    assert info["anchor"].count("X") + info["anchor"].count("*") == 2 and env.max_turns == 40
+
+
+def test_unknown_id_lists_the_registered_ids():
+    with pytest.raises(ValueError) as err:
+        make_env("gigpo_lab/FrozenLak-v0", max_turns=5)
+    message = str(err.value)
+    assert "Unknown env id 'gigpo_lab/FrozenLak-v0'" in message
+    for env_id in registered_ids():
+        assert env_id in message
+    assert "Did you mean ['gigpo_lab/FrozenLake-v0'" in message
+    assert set(registered_ids()) == {
+        "gigpo_lab/FrozenLake-v0",
+        "gigpo_lab/Sokoban-v0",
+        "gigpo_lab/Household-v0",
+        "gigpo_lab/GymDiscrete-v0",
+    }
+
+
+def test_unknown_kwarg_is_named_with_the_valid_ones():
+    with pytest.raises(TypeError) as err:
+        make_env("gigpo_lab/Sokoban-v0", max_turns=5, num_box=2)
+    message = str(err.value)
+    assert "Unknown kwargs ['num_box']" in message and "'num_boxes'" in message and "'height'" in message
+
+
+def test_unknown_adapter_kwarg_is_named():
+    with pytest.raises(TypeError, match=r"Unknown kwargs \['action_name'\].*'action_names'"):
+        make_env("CliffWalking-v1", max_turns=5, action_name=["a"])
+
+
+def test_bad_inner_kwargs_name_the_adapted_env():
+    with pytest.raises(ValueError, match="rejected by CliffWalking-v1"):
+        make_env("CliffWalking-v1", max_turns=5, kwargs={"size": 3})
+
+
+@pytest.mark.parametrize(
+    ("renderer", "message"),
+    [
+        ("no_such_module_xyz:render", "module 'no_such_module_xyz' does not import"),
+        ("no_such_module_xyz.render", "module 'no_such_module_xyz' does not import"),
+        ("builtins:no_such_function", "has no function 'no_such_function'"),
+        ("render", "is not a dotted path"),
+    ],
+)
+def test_renderer_that_does_not_import_names_the_fix(renderer, message):
+    with pytest.raises(ValueError, match=message) as err:
+        make_env("CliffWalking-v1", max_turns=5, renderer=renderer)
+    assert "'package.module:function'" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"action_names": ["up", "down"]}, "must be 4 distinct names"),
+        ({"action_names": ["up", "UP", "down", "left"]}, "must be 4 distinct names"),
+        ({"success_on": "sometimes"}, "success_on must be one of"),
+        ({"max_turns": 0}, "max_turns must be an int >= 1"),
+    ],
+)
+def test_bad_adapter_values(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_env("CliffWalking-v1", **{"max_turns": 5, **kwargs})
+
+
+def test_non_discrete_action_space_is_refused():
+    with pytest.raises(ValueError, match="adapts only Discrete action spaces"):
+        make_env("Pendulum-v1", max_turns=5)
