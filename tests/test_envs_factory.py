@@ -99,11 +99,16 @@ def test_unknown_kwarg_is_named_with_the_valid_ones():
 def test_unknown_adapter_kwarg_is_named():
     with pytest.raises(TypeError, match=r"Unknown kwargs \['action_name'\].*'action_names'"):
         make_env("CliffWalking-v1", max_turns=5, action_name=["a"])
+    with pytest.raises(TypeError) as err:
+        make_env("CliffWalking-v1", max_turns=5, action_name=["a"])
+    assert "env_id" not in str(err.value).split("Valid kwargs")[1]
 
 
 def test_bad_inner_kwargs_name_the_adapted_env():
     with pytest.raises(ValueError, match="rejected by CliffWalking-v1"):
         make_env("CliffWalking-v1", max_turns=5, kwargs={"size": 3})
+    with pytest.raises(ValueError, match="kwargs must be a mapping"):
+        make_env("CliffWalking-v1", max_turns=5, kwargs=[3])
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ def _check_kwargs(env_id: str, spec: gym.envs.registration.EnvSpec, kwargs: dict
     params = inspect.signature(creator).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
-    valid = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    valid = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL and n != "env_id"]
     unknown = sorted(set(kwargs) - set(valid))
     if unknown:
         raise TypeError(

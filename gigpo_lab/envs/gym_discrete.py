@@ -26,6 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, text_space, vocabulary_of
+from gigpo_lab.envs.text_actions import normalize_action
 
 SUCCESS_MODES = ("terminated_positive", "terminated", "never")
 _CHARSET = frozenset(TEXT_CHARSET)
@@ -84,6 +85,8 @@ class GymDiscreteText(TextEnv):
         super().__init__(render_mode)
         if success_on not in SUCCESS_MODES:
             raise ValueError(f"success_on must be one of {list(SUCCESS_MODES)}, got {success_on!r}.")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise ValueError(f"kwargs must be a mapping of {env_id}'s constructor arguments, got {kwargs!r}.")
         self.render_fn = resolve_renderer(renderer)
         self.env_id, self.inner_kwargs = env_id, dict(kwargs or {})
         self.inner = self._make_inner()
@@ -93,7 +96,7 @@ class GymDiscreteText(TextEnv):
             )
         n = int(self.inner.action_space.n)
         names = [str(a) for a in action_names] if action_names is not None else [str(i) for i in range(n)]
-        if len(names) != n or len({a.strip().lower() for a in names}) != n:
+        if len(names) != n or len({normalize_action(a) for a in names}) != n:
             raise ValueError(
                 f"action_names must be {n} distinct names for {env_id}'s {n} actions, got {names}."
             )
