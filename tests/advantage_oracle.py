@@ -1,0 +1,273 @@
+"""A slow, obviously-correct loop oracle of the advantage estimators, and Hypothesis batches to feed it.
+
+The oracle is written from ALGORITHMS.md with plain floats, dicts and per-trajectory loops, in the style
+of verl-agent's reference code (``gigpo/core_gigpo.py``: ``id2score`` dicts, a backwards loop per
+trajectory for the discounted return). It shares no code with ``gigpo_lab.advantages``: a bug there
+cannot hide behind the same bug here.
+
+Conventions fixed by the contract and mirrored here (not derived from the vectorised code):
+- a group is a singleton when one entry enters its statistics (one row under normalize_over=rows);
+  ``raw`` means mean 0, std 1, ``zero`` means the advantage is 0;
+- the std is unbiased; mean_std_norm divides by (std + eps);
+- similarity clusters are built row by row in (traj_id, step_id) order; identical texts always match.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+import torch
+from hypothesis import strategies as st
+
+
+@dataclass(frozen=True)
+class Row:
+    group: int
+    traj: int
+    step: int
+    reward: float
+    anchor: int
+    invalid: bool
+    text: str = ""
+
+
+# --- the oracle -------------------------------------------------------------------------------------------
+
+
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def _std(xs):
+    m = _mean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _norm(x, entries, mode, eps, singleton):
+    """Normalise one value against the entries of its group (verl-agent's id2mean / id2std)."""
+    if len(entries) == 1:
+        if singleton == "zero":
+            return 0.0
+        mean, std = 0.0, 1.0
+    else:
+        mean, std = _mean(entries), _std(entries)
+    if mode == "mean_norm":
+        return x - mean
+    return (x - mean) / (std + eps)
+
+
+def _returns(rows):
+    total = defaultdict(float)
+    for r in rows:
+        total[r.traj] += r.reward
+    return total
+
+
+def grpo(
+    rows,
+    mode="mean_norm",
+    normalize_over="rows",
+    invalid_action_penalty=0.1,
+    epsilon=1e-6,
+    episode_singleton="raw",
+    **_,
+):
+    R = _returns(rows)
+    scores = [R[r.traj] - invalid_action_penalty * r.invalid for r in rows]
+    id2score = defaultdict(list)
+    seen = set()
+    for r, s in zip(rows, scores):
+        if normalize_over == "rows":
+            id2score[r.group].append(s)
+        elif r.traj not in seen:
+            seen.add(r.traj)
+            id2score[r.group].append(R[r.traj])
+    return [_norm(s, id2score[r.group], mode, epsilon, episode_singleton) for r, s in zip(rows, scores)]
+
+
+def discounted_returns(rows, gamma):
+    """{(traj, step): G_t} with G_t = r_t + gamma * G_{t+1}, a backwards loop per trajectory."""
+    by_traj = defaultdict(list)
+    for r in rows:
+        by_traj[r.traj].append(r)
+    out = {}
+    for traj, steps in by_traj.items():
+        steps = sorted(steps, key=lambda r: r.step)
+        g = 0.0
+        for r in reversed(steps):
+            g = r.reward + gamma * g
+            out[(traj, r.step)] = g
+    return out
+
+
+def similarity_clusters(rows, threshold):
+    """{(group, text): cluster} by greedy first-member clustering, rows visited in (traj, step) order."""
+    clusters = defaultdict(list)  # group -> list of (rep text, cluster id)
+    out = {}
+    next_id = 0
+    for r in sorted(rows, key=lambda r: (r.traj, r.step)):
+        chosen = None
+        for rep, cid in clusters[r.group]:
+            if r.text == rep or SequenceMatcher(None, r.text, rep).ratio() >= threshold:
+                chosen = cid
+                break
+        if chosen is None:
+            chosen = next_id
+            next_id += 1
+            clusters[r.group].append((r.text, chosen))
+        if (r.group, r.text) in out:
+            assert out[(r.group, r.text)] == chosen, "greedy clustering split identical texts"
+        out[(r.group, r.text)] = chosen
+    return out
+
+
+def gigpo(
+    rows,
+    step_advantage_weight=1.0,
+    gamma=0.95,
+    mode="mean_norm",
+    invalid_action_penalty=0.1,
+    epsilon=1e-6,
+    step_singleton="zero",
+    anchor_similarity_threshold=None,
+    **episode_params,
+):
+    episode = grpo(
+        rows, mode=mode, invalid_action_penalty=invalid_action_penalty, epsilon=epsilon, **episode_params
+    )
+    G = discounted_returns(rows, gamma)
+    step_return = [G[(r.traj, r.step)] - invalid_action_penalty * r.invalid for r in rows]
+    if anchor_similarity_threshold is None:
+        keys = [(r.group, r.anchor) for r in rows]
+    else:
+        cluster = similarity_clusters(rows, anchor_similarity_threshold)
+        keys = [(r.group, cluster[(r.group, r.text)]) for r in rows]
+    id2score = defaultdict(list)
+    for k, g in zip(keys, step_return):
+        id2score[k].append(g)
+    step = [_norm(g, id2score[k], mode, epsilon, step_singleton) for k, g in zip(keys, step_return)]
+    return [e + step_advantage_weight * s for e, s in zip(episode, step)]
+
+
+def rloo(rows, invalid_action_penalty=0.1, **_):
+    R = _returns(rows)
+    trajs = defaultdict(set)
+    for r in rows:
+        trajs[r.group].add(r.traj)
+    out = []
+    for r in rows:
+        others = [R[t] for t in trajs[r.group] if t != r.traj]
+        baseline = sum(others) / len(others) if others else 0.0
+        out.append(R[r.traj] - invalid_action_penalty * r.invalid - baseline)
+    return out
+
+
+def reinforce_pp(rows, invalid_action_penalty=0.1, epsilon=1e-6, **_):
+    R = _returns(rows)
+    trajs = defaultdict(set)
+    for r in rows:
+        trajs[r.group].add(r.traj)
+    x = [R[r.traj] - invalid_action_penalty * r.invalid - _mean([R[t] for t in trajs[r.group]]) for r in rows]
+    if len(x) == 1:
+        return [0.0]
+    mean, std = _mean(x), _std(x)
+    return [(v - mean) / (std + epsilon) for v in x]
+
+
+def gigpo_step_index(rows, step_advantage_weight=1.0, scale_by_std=False, epsilon=1e-6, **_):
+    R = _returns(rows)
+    trajs = defaultdict(set)
+    same_step = defaultdict(list)
+    for r in rows:
+        trajs[r.group].add(r.traj)
+        same_step[(r.group, r.step)].append(r.reward)
+    step_adv = defaultdict(list)
+    for r in rows:
+        step_adv[r.traj].append(r.reward - _mean(same_step[(r.group, r.step)]))
+    out = []
+    for r in rows:
+        group_returns = [R[t] for t in trajs[r.group]]
+        value = R[r.traj] - _mean(group_returns) + step_advantage_weight * _mean(step_adv[r.traj])
+        if scale_by_std:
+            value /= (_std(group_returns) if len(group_returns) > 1 else 1.0) + epsilon
+        out.append(value)
+    return out
+
+
+ORACLES = {
+    "grpo": grpo,
+    "rloo": rloo,
+    "reinforce_pp": reinforce_pp,
+    "gigpo": gigpo,
+    "gigpo_step_index": gigpo_step_index,
+}
+
+
+def columns(rows, dtype=torch.float64):
+    """The keyword columns of ``compute_advantages`` for ``rows``."""
+    return {
+        "rewards": torch.tensor([r.reward for r in rows], dtype=dtype),
+        "group_ids": torch.tensor([r.group for r in rows], dtype=torch.int64),
+        "traj_ids": torch.tensor([r.traj for r in rows], dtype=torch.int64),
+        "step_ids": torch.tensor([r.step for r in rows], dtype=torch.int64),
+        "anchor_ids": torch.tensor([r.anchor for r in rows], dtype=torch.int64),
+        "invalid": torch.tensor([r.invalid for r in rows], dtype=torch.bool),
+        "anchor_texts": [r.text for r in rows],
+    }
+
+
+# --- Hypothesis batches -----------------------------------------------------------------------------------
+
+#: Text anchors with near-duplicates (ratios on both sides of typical thresholds), an empty one, and a
+#: 250-character one that difflib's autojunk heuristic handles specially.
+TEXTS = (
+    "you are at (1, 2) facing north",
+    "you are at (1, 2) facing south",
+    "you are at (1, 3) facing north",
+    "the door is open",
+    "the door is closed",
+    "a key lies on the table",
+    "",
+    "wall " * 50,
+    "wall " * 49 + "door ",
+)
+
+_ids = st.integers(min_value=-(2**62), max_value=2**62)
+_reward = st.one_of(
+    st.sampled_from([0.0, 1.0, 10.0, -1.0, 0.5]),
+    st.floats(min_value=-10.0, max_value=10.0, allow_nan=False, allow_infinity=False),
+)
+
+
+@st.composite
+def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4):
+    """A shuffled list of ``Row``: random groups (singletons included), repeated anchors, invalid rows.
+
+    Group and trajectory ids are arbitrary distinct int64 values. About half of the groups get one
+    constant reward for all their rows, so constant groups are common.
+    """
+    n_groups = draw(st.integers(1, max_groups))
+    n_trajs = draw(st.lists(st.integers(1, max_trajs), min_size=n_groups, max_size=n_groups))
+    group_ids = draw(st.lists(_ids, min_size=n_groups, max_size=n_groups, unique=True))
+    traj_ids = iter(draw(st.lists(_ids, min_size=sum(n_trajs), max_size=sum(n_trajs), unique=True)))
+    rows = []
+    for g, n in zip(group_ids, n_trajs):
+        constant = draw(st.one_of(st.none(), _reward))
+        for _ in range(n):
+            j = next(traj_ids)
+            for t in range(draw(st.integers(1, max_steps))):
+                rows.append(
+                    Row(
+                        group=g,
+                        traj=j,
+                        step=t,
+                        reward=constant if constant is not None else draw(_reward),
+                        anchor=draw(st.integers(0, n_anchors - 1)),
+                        invalid=draw(st.booleans()),
+                        text=draw(st.sampled_from(TEXTS)),
+                    )
+                )
+    return draw(st.permutations(rows))
