@@ -79,13 +79,16 @@ def grpo(
     scores = [R[r.traj] - invalid_action_penalty * r.invalid for r in rows]
     id2score = defaultdict(list)
     seen = set()
-    for r, s in zip(rows, scores):
+    for r, s in zip(rows, scores, strict=True):
         if normalize_over == "rows":
             id2score[r.group].append(s)
         elif r.traj not in seen:
             seen.add(r.traj)
             id2score[r.group].append(R[r.traj])
-    return [_norm(s, id2score[r.group], mode, epsilon, episode_singleton) for r, s in zip(rows, scores)]
+    return [
+        _norm(s, id2score[r.group], mode, epsilon, episode_singleton)
+        for r, s in zip(rows, scores, strict=True)
+    ]
 
 
 def discounted_returns(rows, gamma):
@@ -146,10 +149,12 @@ def gigpo(
         cluster = similarity_clusters(rows, anchor_similarity_threshold)
         keys = [(r.group, cluster[(r.group, r.text)]) for r in rows]
     id2score = defaultdict(list)
-    for k, g in zip(keys, step_return):
+    for k, g in zip(keys, step_return, strict=True):
         id2score[k].append(g)
-    step = [_norm(g, id2score[k], mode, epsilon, step_singleton) for k, g in zip(keys, step_return)]
-    return [e + step_advantage_weight * s for e, s in zip(episode, step)]
+    step = [
+        _norm(g, id2score[k], mode, epsilon, step_singleton) for k, g in zip(keys, step_return, strict=True)
+    ]
+    return [e + step_advantage_weight * s for e, s in zip(episode, step, strict=True)]
 
 
 def rloo(rows, invalid_action_penalty=0.1, **_):
@@ -254,7 +259,7 @@ def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4):
     group_ids = draw(st.lists(_ids, min_size=n_groups, max_size=n_groups, unique=True))
     traj_ids = iter(draw(st.lists(_ids, min_size=sum(n_trajs), max_size=sum(n_trajs), unique=True)))
     rows = []
-    for g, n in zip(group_ids, n_trajs):
+    for g, n in zip(group_ids, n_trajs, strict=True):
         constant = draw(st.one_of(st.none(), _reward))
         for _ in range(n):
             j = next(traj_ids)
