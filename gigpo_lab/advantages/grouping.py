@@ -64,15 +64,24 @@ class GroupStats(NamedTuple):
     std: torch.Tensor
 
 
+def segment_min(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:
+    """Per-segment minimum. values: (N,); segment: (N,) int64 in 0..K-1. Returns (K,); +inf if empty."""
+    out = torch.full((num_segments,), float("inf"), dtype=values.dtype, device=values.device)
+    return out.scatter_reduce_(0, segment, values, "amin")
+
+
 def group_stats(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> GroupStats:
     """Count, mean and unbiased std of ``values`` (N,) per segment (N,) in 0..K-1.
 
-    Two passes (mean, then the sum of squared deviations), which stays exact for constant groups:
-    the deviations of equal values are exactly 0, so their std is exactly 0.
+    Shifted two-pass sums: mean = ref + sum(x - ref) / n with ref the group's minimum, then the sum of
+    squared deviations. A constant group therefore has exactly mean = x and std = 0, so its
+    advantages are exactly 0 (a plain sum / n can miss x by one ulp, which / eps turns into noise).
     """
     count = segment_count(segment, num_segments)
     n = count.to(values.dtype)
-    mean = segment_sum(values, segment, num_segments) / n.clamp(min=1)
+    ref = segment_min(values, segment, num_segments)
+    ref = torch.where(count > 0, ref, torch.zeros_like(ref))
+    mean = ref + segment_sum(values - ref[segment], segment, num_segments) / n.clamp(min=1)
     dev = values - mean[segment]
     var = segment_sum(dev * dev, segment, num_segments) / (n - 1).clamp(min=1)
     std = torch.where(count > 1, var.sqrt(), torch.zeros_like(var))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from gigpo_lab.advantages.base import Estimator, check_bool, check_real
-from gigpo_lab.advantages.grouping import segment_count, segment_sum
+from gigpo_lab.advantages.grouping import segment_count, segment_min, segment_sum
 from gigpo_lab.advantages.grpo import episode_returns
 from gigpo_lab.advantages.prepare import Rows
 from gigpo_lab.advantages.registry import register_estimator
@@ -36,9 +36,11 @@ class RLOO(Estimator):
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         returns = episode_returns(rows)  # (J,)
-        n = segment_count(rows.traj_group, rows.n_groups)[rows.traj_group]  # trajectories in tau's group
-        total = segment_sum(returns, rows.traj_group, rows.n_groups)[rows.traj_group]
-        others = (n - 1).to(returns.dtype)
-        baseline = torch.where(n > 1, (total - returns) / others.clamp(min=1), torch.zeros_like(returns))
+        group = rows.traj_group
+        n = segment_count(group, rows.n_groups)[group]  # trajectories in tau's group
+        # Sums shifted by the group's minimum return, so that a constant group's baseline is exactly R.
+        ref = segment_min(returns, group, rows.n_groups)[group]
+        others = segment_sum(returns - ref, group, rows.n_groups)[group] - (returns - ref)
+        baseline = torch.where(n > 1, ref + others / (n - 1).clamp(min=1), torch.zeros_like(returns))
         adv = returns[rows.traj] - self.invalid_action_penalty * rows.invalid - baseline[rows.traj]
         return adv, {"adv/baseline_mean": float(baseline.mean())}
