@@ -76,7 +76,10 @@ def run_name(cfg: DictConfig) -> str:
 
 
 def estimator_name(cfg: DictConfig) -> str:
-    return str(cfg.estimator.get("name") or cfg.estimator._target_.rsplit(".", 1)[-1].lower())
+    """The registry name of the configured estimator (e.g. ``reinforce_pp``)."""
+    from hydra.utils import instantiate
+
+    return str(instantiate(cfg.estimator).name)
 
 
 def _hydra_choices() -> dict[str, str]:

@@ -149,7 +149,7 @@ def _print_summary(metrics: dict[str, float], uri: str, run_id: str, ckpt_dir: P
     )
     lines = [f"  {k:<26} {metrics[k]:.4g}" for k in keys if k in metrics]
     lines.append(f"  {'time/wall_s':<26} {metrics['time/wall_s']:.1f}")
-    Console(stderr=True).print(
+    Console(stderr=True, soft_wrap=True).print(
         "[bold]gigpo-lab: run finished[/bold]\n"
         + "\n".join(lines)
         + f"\n  MLflow store: {uri}  (run {run_id})\n  checkpoints:  {ckpt_dir}\n"

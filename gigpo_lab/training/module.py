@@ -177,7 +177,7 @@ class GiGPOModule(L.LightningModule):
             ("train/clipfrac", out.clipfrac),
             ("train/approx_kl", out.approx_kl),
         ):
-            self._train_stats[key].append(float(value))
+            self._train_stats[key].append(float(value.detach()))
         self.log(
             "succ", self._iter_metrics.get("rollout/success_rate", math.nan), prog_bar=True, logger=False
         )

@@ -1,0 +1,29 @@
+"""Shared fixtures: small composed configs, each run in its own tmp_path with its own sqlite MLflow store."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+#: Overrides that make any run tiny: 2 iterations of 2 groups x 2 envs, short episodes, no progress bar.
+TINY = [
+    "trainer.iterations=2",
+    "trainer.eval_every=1",
+    "trainer.checkpoint_every=1",
+    "trainer.sample_every=1",
+    "trainer.progress_bar=false",
+    "trainer.num_threads=1",
+    "rollout.groups=2",
+    "rollout.group_size=2",
+    "rollout.eval_episodes=2",
+    "env.max_turns=4",
+]
+
+
+@pytest.fixture
+def tiny_overrides(tmp_path):
+    """TINY plus a private output dir and sqlite store under tmp_path."""
+    return [*TINY, f"output_dir={tmp_path / 'out'}", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"]
