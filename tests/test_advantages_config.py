@@ -1,0 +1,107 @@
+"""conf/estimator/*.yaml and their schemas: they compose, instantiate the registered class, agree on
+defaults, document every key, and refuse misspelt keys at compose time."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from gigpo_lab.advantages import available_estimators, build_estimator, get_estimator_class
+from gigpo_lab.advantages.schema import SCHEMAS, register_configs
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+NAMES = available_estimators()
+KL_IN_REWARD = {"grpo": False, "gigpo": False, "gigpo_step_index": False, "rloo": True, "reinforce_pp": True}
+
+
+def compose_estimator(name: str, overrides=(), config_dir: Path = CONF):
+    """Compose ``estimator=<name>`` on its own (no primary config needed)."""
+    register_configs()
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        return compose(config_name=None, overrides=[f"+estimator={name}", *overrides]).estimator
+
+
+def signature_defaults(name: str) -> dict:
+    sig = inspect.signature(get_estimator_class(name).__init__)
+    return {k: p.default for k, p in sig.parameters.items() if k != "self"}
+
+
+def test_every_registered_estimator_has_a_config_and_a_schema():
+    assert sorted(p.stem for p in (CONF / "estimator").glob("*.yaml")) == sorted(NAMES)
+    assert sorted(SCHEMAS) == sorted(f"{n}_schema" for n in NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_config_instantiates_the_registered_class_with_its_defaults(name):
+    cfg = compose_estimator(name)
+    est = instantiate(cfg)
+    assert type(est) is get_estimator_class(name)
+    assert est.params == build_estimator(name).params
+    assert est.kl_in_reward is KL_IN_REWARD[name] and cfg.kl_in_reward is KL_IN_REWARD[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_yaml_schema_and_constructor_agree_on_keys_and_defaults(name):
+    yaml = OmegaConf.to_container(OmegaConf.load(CONF / "estimator" / f"{name}.yaml"))
+    assert yaml.pop("defaults") == [f"{name}_schema", "_self_"]
+    schema = {f.name: f.default for f in dataclasses.fields(SCHEMAS[f"{name}_schema"])}
+    assert (
+        yaml["_target_"]
+        == schema["_target_"]
+        == f"{get_estimator_class(name).__module__}.{get_estimator_class(name).__qualname__}"
+    )
+    yaml.pop("_target_"), schema.pop("_target_")
+    assert yaml == schema == signature_defaults(name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_yaml_key_has_a_comment(name):
+    lines = (CONF / "estimator" / f"{name}.yaml").read_text().splitlines()
+    keys = [
+        ln for ln in lines if ln and not ln.startswith(("#", " ", "-")) and ":" in ln and ln != "defaults:"
+    ]
+    assert len(keys) == len(signature_defaults(name)) + 1  # + _target_
+    for ln in keys:
+        value, _, comment = ln.partition(" # ")
+        assert comment.strip(), f"{name}.yaml: key without a comment: {ln!r}"
+
+
+def test_overrides_reach_the_estimator():
+    est = instantiate(
+        compose_estimator("gigpo", ["estimator.step_advantage_weight=0.6", "estimator.mode=mean_std_norm"])
+    )
+    assert est.step_advantage_weight == 0.6 and est.episode.mode == "mean_std_norm"
+    est = instantiate(compose_estimator("gigpo", ["estimator.anchor_similarity_threshold=0.9"]))
+    assert est.requires[-1] == "anchor_texts"
+
+
+def test_a_misspelt_key_fails_at_compose_time(tmp_path):
+    """A YAML option that inherits the schema cannot add a key silently, nor can an override."""
+    (tmp_path / "estimator").mkdir()
+    (tmp_path / "estimator" / "typo.yaml").write_text(
+        "defaults:\n  - gigpo_schema\n  - _self_\n\nstep_advantge_weight: 0.5\n"
+    )
+    with pytest.raises(ConfigCompositionException, match="step_advantge_weight"):
+        compose_estimator("typo", config_dir=tmp_path)
+    with pytest.raises(ConfigCompositionException, match="step_advantge_weight"):
+        compose_estimator("gigpo", ["estimator.step_advantge_weight=0.5"])
+
+
+def test_a_wrongly_typed_value_fails_at_compose_time():
+    with pytest.raises(ConfigCompositionException):
+        compose_estimator("gigpo", ["estimator.gamma=high"])
+    with pytest.raises(ConfigCompositionException):
+        compose_estimator("rloo", ["estimator.kl_in_reward=maybe"])
+
+
+def test_a_bad_value_fails_when_instantiated_with_the_allowed_values():
+    cfg = compose_estimator("gigpo", ["estimator.mode=mean_std"])
+    with pytest.raises(Exception, match=r"mean_norm.*mean_std_norm"):
+        instantiate(cfg)
