@@ -240,7 +240,8 @@ TEXTS = (
     "wall " * 49 + "door ",
 )
 
-_ids = st.integers(min_value=-(2**62), max_value=2**62)
+#: Small ids (the collector's dense ranges: a counting pass) or any int64 (a sort) take different code paths.
+_ids = st.one_of(st.integers(min_value=-3, max_value=40), st.integers(min_value=-(2**62), max_value=2**62))
 _reward = st.one_of(
     st.sampled_from([0.0, 1.0, 10.0, -1.0, 0.5]),
     st.floats(min_value=-10.0, max_value=10.0, allow_nan=False, allow_infinity=False),
@@ -251,13 +252,14 @@ _reward = st.one_of(
 def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4):
     """A shuffled list of ``Row``: random groups (singletons included), repeated anchors, invalid rows.
 
-    Group and trajectory ids are arbitrary distinct int64 values. About half of the groups get one
+    Group, trajectory and anchor ids are distinct int64 values, small or arbitrary. About half of the groups get one
     constant reward for all their rows, so constant groups are common.
     """
     n_groups = draw(st.integers(1, max_groups))
     n_trajs = draw(st.lists(st.integers(1, max_trajs), min_size=n_groups, max_size=n_groups))
     group_ids = draw(st.lists(_ids, min_size=n_groups, max_size=n_groups, unique=True))
     traj_ids = iter(draw(st.lists(_ids, min_size=sum(n_trajs), max_size=sum(n_trajs), unique=True)))
+    palette = draw(st.lists(_ids, min_size=n_anchors, max_size=n_anchors, unique=True))  # anchor ids
     rows = []
     for g, n in zip(group_ids, n_trajs, strict=True):
         constant = draw(st.one_of(st.none(), _reward))
@@ -270,7 +272,7 @@ def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4):
                         traj=j,
                         step=t,
                         reward=constant if constant is not None else draw(_reward),
-                        anchor=draw(st.integers(0, n_anchors - 1)),
+                        anchor=draw(st.sampled_from(palette)),
                         invalid=draw(st.booleans()),
                         text=draw(st.sampled_from(TEXTS)),
                     )

@@ -26,20 +26,36 @@ def dense_ids(*keys: torch.Tensor) -> tuple[torch.Tensor, int]:
 
     keys: each (N,) integer. Returns (ids (N,) int64 in 0..K-1, K); ids follow the lexicographic order of
     the key tuples, so equal tuples share an id and the ids do not depend on the row order.
-    Cost: one sort per key (``torch.unique``), no Python loop over rows.
+    Cost: O(N) per key when its values span a range of at most ~2N (the collector's ids do), else one
+    sort (``torch.unique``); never a Python loop over rows.
     """
-    ids, k = None, 0
-    for key in keys:
-        uniq, inv = torch.unique(key, return_inverse=True)
-        if ids is None:
-            ids, k = inv, int(uniq.numel())
-        else:
-            # (previous id, this key's rank) packed into one int64: both are < N, so the product is < N^2.
-            uniq, ids = torch.unique(ids * int(uniq.numel()) + inv, return_inverse=True)
-            k = int(uniq.numel())
-    if ids is None:
+    if not keys:
         raise ValueError("dense_ids needs at least one key")
+    ids, k = rank(keys[0])
+    for key in keys[1:]:
+        key_ids, key_k = rank(key)
+        # (previous id, this key's rank) packed into one int64: both are < N, so the product is < N^2.
+        ids, k = rank(ids * key_k + key_ids)
     return ids, k
+
+
+def rank(key: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(rank of each value among the distinct values of ``key`` (N,) int, number of distinct values).
+
+    Same result as ``torch.unique(key, return_inverse=True)``; when the values span at most 2N + 1024
+    integers it marks them in a table and takes a cumulative sum instead of sorting.
+    """
+    key = key.to(torch.int64)
+    lo, hi = int(key.min()), int(key.max())
+    span = hi - lo + 1
+    if span <= 2 * key.numel() + 1024:
+        shifted = key - lo
+        present = torch.zeros(span, dtype=torch.bool, device=key.device)
+        present[shifted] = True
+        ranks = torch.cumsum(present, 0) - 1
+        return ranks[shifted], int(ranks[-1]) + 1
+    uniq, inv = torch.unique(key, return_inverse=True)
+    return inv, int(uniq.numel())
 
 
 def segment_sum(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:
