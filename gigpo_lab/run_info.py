@@ -70,7 +70,7 @@ def run_name(cfg: DictConfig) -> str:
     parts = [estimator_name(cfg)]
     omega = cfg.estimator.get("step_advantage_weight")
     if omega is not None:
-        parts.append(f"w{float(omega):g}")
+        parts.append(f"w{float(omega)}")
     parts += [str(cfg.env.name), f"s{cfg.seed}"]
     return "-".join(parts)
 

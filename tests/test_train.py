@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -141,3 +142,29 @@ def test_bad_values_fail_before_any_rollout(override, message, tiny_overrides):
 def test_missing_model_path_is_a_clear_error(tiny_overrides, tmp_path):
     with pytest.raises(Exception, match="model.path"):
         train(compose_config([*tiny_overrides, "model=hf", f"model.path={tmp_path / 'no_model'}"]))
+
+
+class _AnchorlessEnv(gymnasium.Env):
+    """A text env that reports no ``info["anchor"]``: GiGPO cannot form step groups on it."""
+
+    observation_space = gymnasium.spaces.Text(max_length=8)
+    action_space = gymnasium.spaces.Text(max_length=8)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "x", {"admissible_actions": ["go"], "success": False}
+
+    def step(self, action):
+        return "x", 0.0, True, False, {"invalid": False, "success": False, "admissible_actions": ["go"]}
+
+
+def make_anchorless_env(**kwargs):
+    return _AnchorlessEnv()
+
+
+def test_gigpo_on_an_env_without_anchors_fails_before_any_rollout(tiny_overrides, tmp_path):
+    cfg = compose_config([*tiny_overrides, "env._target_=tests.test_train.make_anchorless_env"])
+    with pytest.raises(Exception, match="anchor_ids") as err:
+        train(cfg)
+    assert "gigpo" in str(err.value)
+    assert not (tmp_path / "out" / "checkpoints").exists()  # nothing ran
