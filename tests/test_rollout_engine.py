@@ -29,14 +29,22 @@ def policy(request):
     return request.getfixturevalue(request.param)
 
 
-def ragged_prompts(policy, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """n random prompts of lengths 1..12, left-padded (first token ids are specials; avoid them)."""
+@pytest.fixture(params=[False, True], ids=["distinct", "shared"])
+def shared(request):
+    """Prompt batches without, and with, duplicates and a common prefix (``shared_prefill``'s two paths)."""
+    return request.param
+
+
+def ragged_prompts(policy, n: int, seed: int, shared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """n random prompts of 1..12 tokens (ids >= 6: no specials), left-padded. ``shared``: every prompt starts
+    with the same 10 tokens and the n rows repeat n // 3 distinct prompts (like a collection batch)."""
     g = torch.Generator().manual_seed(seed)
     vocab = len(policy.tokenizer.tokens) if hasattr(policy.tokenizer, "tokens") else len(policy.tokenizer.hf)
-    lengths = torch.randint(1, 13, (n,), generator=g).tolist()
-    return left_pad(
-        [torch.randint(6, vocab, (k,), generator=g).tolist() for k in lengths], policy.tokenizer.pad_id
-    )
+    distinct = max(1, n // 3) if shared else n
+    prefix = torch.randint(6, vocab, (10 if shared else 0,), generator=g).tolist()
+    lengths = torch.randint(1, 13, (distinct,), generator=g).tolist()
+    suffixes = [torch.randint(6, vocab, (k,), generator=g).tolist() for k in lengths]
+    return left_pad([prefix + suffixes[i % distinct] for i in range(n)], policy.tokenizer.pad_id)
 
 
 def reference_greedy(policy, prompt_ids, prompt_mask, max_new_tokens):
@@ -60,10 +68,10 @@ def test_engine_satisfies_the_protocol(tiny):
     assert isinstance(TorchEngine(tiny, SamplingParams()), Engine)
 
 
-def test_sampling_logprobs_equal_policy_logprobs(policy):
+def test_sampling_logprobs_equal_policy_logprobs(policy, shared):
     """Temperature 1, top_p 1: the engine's log-probs are the policy's, with ragged prompts and early stops."""
     max_new = 8 if policy.default_max_new_tokens == 1 else 24
-    prompt_ids, prompt_mask = ragged_prompts(policy, 24, seed=0)
+    prompt_ids, prompt_mask = ragged_prompts(policy, 24, seed=0, shared=shared)
     engine = TorchEngine(policy, SamplingParams(max_new_tokens=max_new))
     out = engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0))
     lengths = out.response_mask.sum(1)
@@ -83,8 +91,8 @@ def test_sampling_logprobs_equal_policy_logprobs(policy):
     ]
 
 
-def test_kv_cache_matches_a_no_cache_decode(policy):
-    prompt_ids, prompt_mask = ragged_prompts(policy, 8, seed=1)
+def test_kv_cache_matches_a_no_cache_decode(policy, shared):
+    prompt_ids, prompt_mask = ragged_prompts(policy, 9, seed=1, shared=shared)
     engine = TorchEngine(policy, SamplingParams(max_new_tokens=6))
     out = engine.generate(prompt_ids, prompt_mask, greedy=True)
     cached = [r[m].tolist() for r, m in zip(out.response_ids, out.response_mask, strict=True)]

@@ -66,6 +66,11 @@ class Policy(torch.nn.Module):
         """
         raise NotImplementedError
 
+    def select_cache(self, cache: Any, index: torch.Tensor) -> Any:
+        """The cache of rows ``index`` (M,) int64 of ``cache``: rows may repeat or be dropped (prefix sharing and
+        dropping finished rows in the engine). May reuse ``cache``'s storage; the input cache is not used again."""
+        raise NotImplementedError
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device

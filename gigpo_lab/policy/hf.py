@@ -139,6 +139,11 @@ class HFPolicy(Policy):
         )
         return out.logits, getattr(out, self._cache_name)
 
+    def select_cache(self, cache: Any, index: torch.Tensor) -> Any:
+        """``Cache.reorder_cache`` is an ``index_select`` on the batch dimension of every layer (in place)."""
+        cache.reorder_cache(index)
+        return cache
+
 
 def build_hf_policy(
     path: str,

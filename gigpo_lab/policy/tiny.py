@@ -78,6 +78,9 @@ class TinyPolicy(Policy):
     ) -> tuple[torch.Tensor, KVCache]:
         return self.model(input_ids, attention_mask, past, logits_to_keep)
 
+    def select_cache(self, cache: KVCache, index: torch.Tensor) -> KVCache:
+        return [(k.index_select(0, index), v.index_select(0, index)) for k, v in cache]
+
 
 def build_tiny_policy(
     vocabulary: Sequence[str],

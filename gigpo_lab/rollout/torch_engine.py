@@ -1,8 +1,9 @@
 """The torch engine: batched autoregressive sampling with the policy's own KV cache, no grad.
 
-One prompt forward fills the cache; then one single-token forward per new token for all N rows at once.
-A row that has emitted a stop id (``policy.stop_ids()``) keeps being fed pad tokens, masked out, until every
-row has stopped or ``max_new_tokens`` is reached. Shares the policy module, so ``sync_weights`` is a no-op.
+The prefill runs identical prompts and the prompts' common prefix once (``prefill.shared_prefill``); then one
+single-token forward per new token for all rows still running. A row that emits a stop id
+(``policy.stop_ids()``) leaves the batch (``policy.select_cache``); generation ends when no row is left or
+after ``max_new_tokens``. Shares the policy module, so ``sync_weights`` is a no-op.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import torch.nn.functional as F
 
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.rollout.engine import GenerationOutput, SamplingParams
+from gigpo_lab.rollout.prefill import shared_prefill
 
 
 def sampling_log_probs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
@@ -47,11 +49,14 @@ class TorchEngine:
     Args:
         policy: the policy (shared, not copied).
         sampling: temperature, top_p, max_new_tokens (None: ``policy.default_max_new_tokens``), greedy.
+        share_prefill: run identical prompts and the common prompt prefix once (``shared_prefill``); False runs
+            the plain left-padded batch (same results up to float rounding).
     """
 
-    def __init__(self, policy: Policy, sampling: SamplingParams):
+    def __init__(self, policy: Policy, sampling: SamplingParams, *, share_prefill: bool = True):
         self.policy = policy
         self.sampling = sampling
+        self.share_prefill = share_prefill
 
     @property
     def max_new_tokens(self) -> int:
@@ -68,6 +73,8 @@ class TorchEngine:
     ) -> GenerationOutput:
         """Sample one response per prompt (greedy if ``greedy`` or ``sampling.greedy``).
 
+        A row leaves the batch (its cache rows are dropped) as soon as it emits a stop id.
+
         Args:
             prompt_ids: (N, P) int64, left-padded. prompt_mask: (N, P) bool.
             generator: the RNG of the sampling (its device may differ from the model's).
@@ -77,36 +84,47 @@ class TorchEngine:
         policy, sampling = self.policy, self.sampling
         greedy = greedy or sampling.greedy
         out_device, device = prompt_ids.device, policy.device
+        n, budget = prompt_ids.shape[0], self.max_new_tokens
         was_training = policy.training
         policy.eval()
         try:
-            mask = prompt_mask.to(device=device, dtype=torch.bool)
+            ids, mask = prompt_ids.to(device), prompt_mask.to(device=device, dtype=torch.bool)
+            if self.share_prefill:
+                logits, cache, mask = shared_prefill(policy, ids, mask)
+            else:
+                logits, cache = policy.forward_logits(ids, mask, None, logits_to_keep=1)
+                logits = logits[:, -1]
             stop = torch.tensor(policy.stop_ids(), device=device)
-            pad = policy.tokenizer.pad_id
-            done = torch.zeros(mask.shape[0], dtype=torch.bool, device=device)
-            tokens, logps, actives = [], [], []
-            logits, cache = policy.forward_logits(prompt_ids.to(device), mask, None, logits_to_keep=1)
-            for step in range(self.max_new_tokens):
-                log_dist = sampling_log_probs(logits[:, -1], sampling.temperature, sampling.top_p)
+            response_ids = torch.full((n, budget), policy.tokenizer.pad_id, dtype=torch.long, device=device)
+            response_mask = torch.zeros(n, budget, dtype=torch.bool, device=device)
+            logprobs = torch.zeros(n, budget, device=device)
+            rows = torch.arange(n, device=device)  # batch row -> output row
+            for step in range(budget):
+                log_dist = sampling_log_probs(logits, sampling.temperature, sampling.top_p)
                 token = log_dist.argmax(-1) if greedy else sample_tokens(log_dist, generator)
-                logp = log_dist.gather(-1, token[:, None]).squeeze(-1)
-                active = ~done
-                tokens.append(token.masked_fill(done, pad))
-                logps.append(logp.masked_fill(done, 0.0))
-                actives.append(active)
-                done = done | (active & torch.isin(token, stop))
-                if step + 1 == self.max_new_tokens or bool(done.all()):
+                response_ids[rows, step] = token
+                response_mask[rows, step] = True
+                logprobs[rows, step] = log_dist.gather(-1, token[:, None]).squeeze(-1)
+                stopped = torch.isin(token, stop)
+                if step + 1 == budget or bool(stopped.all()):
                     break
-                mask = torch.cat([mask, active[:, None]], dim=1)
-                logits, cache = policy.forward_logits(tokens[-1][:, None], mask, cache, logits_to_keep=1)
+                if bool(stopped.any()):
+                    keep = (~stopped).nonzero().squeeze(1)
+                    cache = policy.select_cache(cache, keep)
+                    rows, mask, token = rows[keep], mask[keep], token[keep]
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+                logits, cache = policy.forward_logits(token[:, None], mask, cache, logits_to_keep=1)
+                logits = logits[:, -1]
         finally:
             policy.train(was_training)
-        response_ids = torch.stack(tokens, 1).to(out_device)
-        response_mask = torch.stack(actives, 1).to(out_device)
+        width = step + 1
+        response_ids = response_ids[:, :width].to(out_device)
+        response_mask = response_mask[:, :width].to(out_device)
         lengths = response_mask.sum(1).tolist()
-        rows = response_ids.tolist()
-        texts = [policy.tokenizer.decode(row[:n]) for row, n in zip(rows, lengths, strict=True)]
-        return GenerationOutput(response_ids, response_mask, torch.stack(logps, 1).to(out_device), texts)
+        texts = [
+            policy.tokenizer.decode(row[:k]) for row, k in zip(response_ids.tolist(), lengths, strict=True)
+        ]
+        return GenerationOutput(response_ids, response_mask, logprobs[:, :width].to(out_device), texts)
 
     def sync_weights(self, policy: Policy) -> None:
         """No-op: the engine samples from the very module being trained."""

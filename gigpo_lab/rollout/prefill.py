@@ -1,0 +1,75 @@
+"""Prefill with shared work: identical prompts are run once, and the longest common prefix of the distinct
+prompts is run once for all of them.
+
+In a collection batch the G envs of a group start from the same observation (identical turn-0 prompts), and
+every HF prompt opens with the same system prompt. For U distinct prompts with a common prefix of L tokens::
+
+    prefix   [p0 .. pL-1]                one row, then its cache is copied to the U rows
+    suffixes [pad pad s s s]             U rows, left-padded to the longest suffix, attending to the prefix
+             [pad s s s s]
+    rows     N rows pick their distinct prompt's cache and last logits (``select_cache``)
+
+The returned attention mask is ``[1]*L + suffix mask`` per row, not the input's left-padded layout; positions
+come from the mask (``cumsum - 1``), so every token keeps the position it has in the plain layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gigpo_lab.policy.base import Policy
+
+
+def common_prefix_length(ids: torch.Tensor, lengths: torch.Tensor) -> int:
+    """Tokens shared by the starts of all rows of the left-padded ``ids`` (U, P) with real ``lengths`` (U,),
+    capped so that each row keeps at least one token of its own."""
+    shortest = int(lengths.min())
+    width = ids.shape[1]
+    starts = (width - lengths)[:, None] + torch.arange(shortest - 1, device=ids.device)
+    heads = ids.gather(1, starts)
+    same = (heads == heads[:1]).all(0)
+    return int(same.long().cumprod(0).sum())
+
+
+def shared_prefill(
+    policy: Policy, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, min_prefix: int = 1
+) -> tuple[torch.Tensor, Any, torch.Tensor]:
+    """Fill the cache for N prompts.
+
+    Args:
+        prompt_ids: (N, P) int64, left-padded. prompt_mask: (N, P) bool.
+        min_prefix: the shortest common prefix worth a separate forward.
+    Returns:
+        logits (N, V) of each prompt's next token, the cache (N rows), and the attention mask (N, S) bool over
+        the cached tokens, to extend with the generated ones.
+    """
+    n, width = prompt_ids.shape
+    unique_key, inverse = torch.unique(
+        torch.cat([prompt_ids, prompt_mask.long()], 1), dim=0, return_inverse=True
+    )
+    if len(unique_key) < n:
+        ids, mask = unique_key[:, :width], unique_key[:, width:].bool()
+    else:  # all distinct: keep the input order
+        ids, mask, inverse = prompt_ids, prompt_mask, None
+    lengths = mask.sum(1)
+    shared = common_prefix_length(ids, lengths) if len(ids) > 1 else 0
+    if shared >= min_prefix:
+        prefix = ids[:1, width - int(lengths[0]) : width - int(lengths[0]) + shared]
+        _, cache = policy.forward_logits(
+            prefix, torch.ones_like(prefix, dtype=torch.bool), None, logits_to_keep=1
+        )
+        cache = policy.select_cache(cache, torch.zeros(len(ids), dtype=torch.long, device=ids.device))
+        suffix_width = int(lengths.max()) - shared
+        own = torch.arange(width, device=ids.device) >= (width - lengths + shared)[:, None]
+        mask = torch.cat(
+            [torch.ones(len(ids), shared, dtype=torch.bool, device=ids.device), own[:, -suffix_width:]], 1
+        )
+        logits, cache = policy.forward_logits(ids[:, -suffix_width:], mask, cache, logits_to_keep=1)
+    else:
+        logits, cache = policy.forward_logits(ids, mask, None, logits_to_keep=1)
+    if inverse is not None:
+        cache = policy.select_cache(cache, inverse)
+        logits, mask = logits[inverse], mask[inverse]
+    return logits[:, -1], cache, mask

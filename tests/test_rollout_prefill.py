@@ -1,0 +1,42 @@
+"""shared_prefill: the same logits and continuation as a plain left-padded prefill."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gigpo_lab.policy import build_tiny_policy
+from gigpo_lab.rollout.episodes import left_pad
+from gigpo_lab.rollout.prefill import common_prefix_length, shared_prefill
+
+POLICY = build_tiny_policy([str(i) for i in range(30)], d_model=32, max_seq_len=64, seed=2)
+
+
+def test_common_prefix_leaves_every_row_a_token():
+    ids, mask = left_pad([[7, 8, 9, 10], [7, 8, 9], [7, 8, 9, 11, 12]], 0)
+    assert common_prefix_length(ids, mask.sum(1)) == 2
+    ids, mask = left_pad([[7, 8], [9, 8]], 0)
+    assert common_prefix_length(ids, mask.sum(1)) == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    prefix=st.lists(st.integers(6, 35), max_size=8),
+    suffixes=st.lists(st.lists(st.integers(6, 35), min_size=1, max_size=6), min_size=1, max_size=4),
+    picks=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+)
+def test_shared_prefill_matches_the_plain_prefill(prefix, suffixes, picks):
+    prompts = [prefix + suffixes[p % len(suffixes)] for p in picks]
+    ids, mask = left_pad(prompts, POLICY.tokenizer.pad_id)
+    with torch.no_grad():
+        logits, cache, shared_mask = shared_prefill(POLICY, ids, mask)
+        plain, plain_cache = POLICY.forward_logits(ids, mask, None, logits_to_keep=1)
+        torch.testing.assert_close(logits, plain[:, -1], atol=1e-5, rtol=0)
+        assert torch.equal(shared_mask.sum(1), mask.sum(1))
+        # one more token through each cache gives the same logits
+        token = torch.full((len(prompts), 1), 9)
+        step = torch.ones(len(prompts), 1, dtype=torch.bool)
+        after, _ = POLICY.forward_logits(token, torch.cat([shared_mask, step], 1), cache)
+        after_plain, _ = POLICY.forward_logits(token, torch.cat([mask, step], 1), plain_cache)
+    torch.testing.assert_close(after, after_plain, atol=1e-5, rtol=0)
