@@ -200,10 +200,10 @@ def test_steps_must_be_contiguous_from_zero(steps, shown):
     assert f"traj_id=1 has 2 rows with step_ids {shown}" in str(err.value)
 
 
-def test_a_duplicate_step_with_a_gap_elsewhere_is_caught():
-    """Trajectory 1 has steps 0, 1, 1 (count 3, max 1: caught by the range check) and 4 has 0, 2."""
-    c = cols(n_rows=6, traj_ids=torch.tensor([1, 1, 1, 4, 4, 5]), step_ids=torch.tensor([0, 1, 1, 0, 2, 0]))
-    with pytest.raises(ValueError, match="traj_id=1"):
+def test_a_repeated_step_within_the_range_is_caught():
+    """Trajectory 1 has steps 0, 1, 1: every step is in [0, T) but step 2 is missing."""
+    c = cols(traj_ids=torch.tensor([1, 1, 1, 4, 4, 5]), step_ids=torch.tensor([0, 1, 1, 0, 1, 0]))
+    with pytest.raises(ValueError, match=r"traj_id=1 has 3 rows with step_ids \[0, 1, 1\]"):
         compute_advantages("gigpo", **c)
 
 

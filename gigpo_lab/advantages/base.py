@@ -84,10 +84,9 @@ class Estimator(abc.ABC):
 
 def summary_metrics(prefix: str, values: torch.Tensor) -> dict[str, float]:
     """``{prefix}mean`` and ``{prefix}std`` (unbiased; 0 for fewer than two values) of ``values`` (M,)."""
-    n = values.numel()
-    mean = float(values.mean()) if n else 0.0
-    std = float(values.std()) if n > 1 else 0.0
-    return {f"{prefix}mean": mean, f"{prefix}std": std}
+    if values.numel() < 2:
+        return {f"{prefix}mean": float(values.sum()), f"{prefix}std": 0.0}
+    return {f"{prefix}mean": float(values.mean()), f"{prefix}std": float(values.std())}
 
 
 # --- parameter checks: every error names the estimator, the parameter and what is allowed ------------------

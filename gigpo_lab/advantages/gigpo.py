@@ -28,7 +28,7 @@ from gigpo_lab.advantages.base import (
     check_real,
     summary_metrics,
 )
-from gigpo_lab.advantages.grouping import dense_ids, group_normalize, segment_count
+from gigpo_lab.advantages.grouping import group_normalize, group_stats, rank
 from gigpo_lab.advantages.grpo import EpisodeLevel, episode_advantages
 from gigpo_lab.advantages.prepare import Rows
 from gigpo_lab.advantages.registry import register_estimator
@@ -108,7 +108,8 @@ class GiGPO(Estimator):
     def step_groups(self, rows: Rows) -> tuple[torch.Tensor, int]:
         """Step-group ids (N,) int64 in 0..S-1 and S: equal anchors inside one ``group_id``."""
         if self.anchor_similarity_threshold is None:
-            return dense_ids(rows.group, rows.anchor)
+            anchor, n_anchors = rank(rows.anchor)
+            return rank(rows.group * n_anchors + anchor)  # (group, anchor); rows.group is dense already
         return similarity_step_groups(
             rows.anchor_texts, rows.group, rows.layout.position, self.anchor_similarity_threshold
         )
@@ -120,6 +121,7 @@ class GiGPO(Estimator):
         returns = discounted_returns(rows.rewards, rows.traj, rows.layout, self.gamma)
         returns = returns - level.invalid_action_penalty * rows.invalid
         step_group, n_step_groups = self.step_groups(rows)
+        stats = group_stats(returns, step_group, n_step_groups)
         step = group_normalize(
             returns,
             step_group,
@@ -127,14 +129,15 @@ class GiGPO(Estimator):
             mode=level.mode,
             eps=level.epsilon,
             singleton=self.step_singleton,
+            stats=stats,
         )
         adv = episode + self.step_advantage_weight * step
-        singleton_rows = segment_count(step_group, n_step_groups)[step_group] == 1
         metrics = {
             **summary_metrics("adv/episode_", episode),
             **summary_metrics("adv/step_", step),
             "adv/step_groups": float(n_step_groups),
             "adv/step_group_size": rows.n / n_step_groups,
-            "adv/singleton_frac": float(singleton_rows.double().mean()),
+            # a singleton step group holds one row, so singleton rows = singleton groups
+            "adv/singleton_frac": int((stats.count == 1).sum()) / rows.n,
         }
         return adv, metrics

@@ -50,10 +50,8 @@ def rank(key: torch.Tensor) -> tuple[torch.Tensor, int]:
     span = hi - lo + 1
     if span <= 2 * key.numel() + 1024:
         shifted = key - lo
-        present = torch.zeros(span, dtype=torch.bool, device=key.device)
-        present[shifted] = True
-        ranks = torch.cumsum(present, 0) - 1
-        return ranks[shifted], int(ranks[-1]) + 1
+        ranks = torch.cumsum(torch.bincount(shifted, minlength=span) > 0, 0) - 1
+        return ranks.index_select(0, shifted), int(ranks[-1]) + 1
     uniq, inv = torch.unique(key, return_inverse=True)
     return inv, int(uniq.numel())
 
@@ -89,17 +87,18 @@ def segment_min(values: torch.Tensor, segment: torch.Tensor, num_segments: int) 
 def group_stats(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> GroupStats:
     """Count, mean and unbiased std of ``values`` (N,) per segment (N,) in 0..K-1.
 
-    Shifted two-pass sums: mean = ref + sum(x - ref) / n with ref the group's minimum, then the sum of
-    squared deviations. A constant group therefore has exactly mean = x and std = 0, so its
-    advantages are exactly 0 (a plain sum / n can miss x by one ulp, which / eps turns into noise).
+    Corrected two-pass mean: m0 = sum(x) / n, then mean = m0 + sum(x - m0) / n, then the sum of squared
+    deviations. A plain sum / n can miss a constant group's value c by an ulp, which / eps would turn into
+    noise; the correction puts the mean back on c exactly (c - m0 is exact by Sterbenz's lemma, and the
+    correction's own error, about n^2 2^-106 |c|, is far below half an ulp of c for groups under 2^26
+    rows). So a constant group has mean = c, std = 0 and advantages exactly 0.
     """
     count = segment_count(segment, num_segments)
-    n = count.to(values.dtype)
-    ref = segment_min(values, segment, num_segments)
-    ref = torch.where(count > 0, ref, torch.zeros_like(ref))
-    mean = ref + segment_sum(values - ref[segment], segment, num_segments) / n.clamp(min=1)
-    dev = values - mean[segment]
-    var = segment_sum(dev * dev, segment, num_segments) / (n - 1).clamp(min=1)
+    n = count.to(values.dtype).clamp(min=1)
+    mean = segment_sum(values, segment, num_segments) / n
+    mean = mean + segment_sum(values - mean.index_select(0, segment), segment, num_segments) / n
+    dev = values - mean.index_select(0, segment)
+    var = segment_sum(dev * dev, segment, num_segments) / (count - 1).clamp(min=1).to(values.dtype)
     std = torch.where(count > 1, var.sqrt(), torch.zeros_like(var))
     return GroupStats(count, mean, std)
 
@@ -114,6 +113,7 @@ def group_normalize(
     singleton: str,
     stat_values: torch.Tensor | None = None,
     stat_segment: torch.Tensor | None = None,
+    stats: GroupStats | None = None,
 ) -> torch.Tensor:
     """Normalise ``values`` within their groups (see the module docstring for the formulas).
 
@@ -122,25 +122,28 @@ def group_normalize(
         entries instead of ``values`` (grpo's ``normalize_over: trajectories`` feeds one R(tau) per
         trajectory while each row still normalises its own score). A group is a singleton when one
         entry enters its statistics.
+    stats: the ``group_stats`` of the statistics entries, when the caller already has them.
     mode: ``mean_norm`` or ``mean_std_norm``. singleton: ``raw`` or ``zero``.
     Returns (N,) in the dtype of ``values``.
     """
-    if stat_values is None:
-        stat_values, stat_segment = values, segment
-    elif stat_segment is None:
-        raise ValueError("stat_values needs stat_segment")
-    count, mean, std = group_stats(stat_values, stat_segment, num_segments)
+    if stats is None:
+        if stat_values is None:
+            stat_values, stat_segment = values, segment
+        elif stat_segment is None:
+            raise ValueError("stat_values needs stat_segment")
+        stats = group_stats(stat_values, stat_segment, num_segments)
+    count, mean, std = stats
     single = count == 1
     if singleton == "raw":  # verl-agent: id2mean = 0, id2std = 1 for a group of one
         mean = torch.where(single, torch.zeros_like(mean), mean)
         std = torch.where(single, torch.ones_like(std), std)
     elif singleton != "zero":
         raise ValueError(f"singleton={singleton!r} is not valid; expected one of ['raw', 'zero']")
-    out = values - mean[segment]
+    out = values - mean.index_select(0, segment)
     if mode == "mean_std_norm":
-        out = out / (std[segment] + eps)
+        out = out / (std + eps).index_select(0, segment)
     elif mode != "mean_norm":
         raise ValueError(f"mode={mode!r} is not valid; expected one of ['mean_norm', 'mean_std_norm']")
     if singleton == "zero":
-        out = torch.where(single[segment], torch.zeros_like(out), out)
+        out = torch.where(single.index_select(0, segment), torch.zeros_like(out), out)
     return out

@@ -64,7 +64,7 @@ def episode_returns(rows: Rows) -> torch.Tensor:
 def episode_advantages(rows: Rows, level: EpisodeLevel) -> torch.Tensor:
     """A^E (N,) float64: the episode score s_i normalised within ``group_id`` (module docstring)."""
     returns = episode_returns(rows)
-    scores = returns[rows.traj] - level.invalid_action_penalty * rows.invalid
+    scores = returns.index_select(0, rows.traj) - level.invalid_action_penalty * rows.invalid
     if level.normalize_over == "rows":  # verl-agent compute_mean_std_cross_steps=True
         stat_values, stat_segment = None, None
     else:  # one R(tau) per trajectory enters the statistics; each row keeps its own penalty

@@ -175,20 +175,15 @@ def _traj_group(
     traj_ids: torch.Tensor,
 ) -> torch.Tensor:
     """(J,) dense group of each trajectory; raises if a trajectory's rows carry two group ids."""
-    big = torch.iinfo(torch.int64).max
-    lo = torch.full((n_traj,), big, dtype=torch.int64, device=group.device).scatter_reduce_(
-        0, traj, group, "amin"
-    )
-    hi = torch.full((n_traj,), -1, dtype=torch.int64, device=group.device).scatter_reduce_(
-        0, traj, group, "amax"
-    )
-    split = lo != hi
+    # Any row's group per trajectory (scatter_ keeps an arbitrary one), then every row must agree with it.
+    traj_group = torch.empty(n_traj, dtype=torch.int64, device=group.device).scatter_(0, traj, group)
+    split = traj_group.index_select(0, traj) != group
     if bool(split.any()):
-        j = int(split.nonzero()[0, 0])
+        j = int(traj[split.nonzero()[0, 0]])
         rows = (traj == j).nonzero().squeeze(1)
         seen = sorted(set(group_ids[rows].tolist()))
         raise ValueError(
             f"{estimator}: traj_ids must be unique across the batch, but traj_id={int(traj_ids[rows[0]])} "
             f"appears in groups {seen}; each trajectory belongs to exactly one group"
         )
-    return lo
+    return traj_group

@@ -48,7 +48,8 @@ class ReinforcePP(Estimator):
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         returns = episode_returns(rows)  # (J,)
         group_mean = group_stats(returns, rows.traj_group, rows.n_groups).mean  # (K,) over trajectories
-        centred = returns[rows.traj] - self.invalid_action_penalty * rows.invalid - group_mean[rows.group]
+        centred = returns.index_select(0, rows.traj) - self.invalid_action_penalty * rows.invalid
+        centred = centred - group_mean.index_select(0, rows.group)
         whole_batch = torch.zeros_like(rows.group)
         adv = group_normalize(
             centred, whole_batch, 1, mode="mean_std_norm", eps=self.epsilon, singleton="zero"

@@ -52,19 +52,15 @@ def trajectory_layout(
     """
     n = traj.numel()
     length = segment_count(traj, n_traj)
-    big = torch.iinfo(torch.int64).max
-    smallest = torch.full((n_traj,), big, dtype=torch.int64, device=traj.device)
-    largest = torch.full((n_traj,), -big, dtype=torch.int64, device=traj.device)
-    smallest.scatter_reduce_(0, traj, step, "amin")
-    largest.scatter_reduce_(0, traj, step, "amax")
-    bad = (smallest != 0) | (largest != length - 1)
-    if bool(bad.any()):
-        _raise_bad_steps(traj, step, traj_ids, int(bad.nonzero()[0, 0]))
+    in_range = (step >= 0) & (step < length.index_select(0, traj))
+    if not bool(in_range.all()):
+        _raise_bad_steps(traj, step, traj_ids, int(traj[(~in_range).nonzero()[0, 0]]))
     offset = torch.cumsum(length, 0) - length
-    position = offset[traj] + step  # in 0..N-1 because 0 <= step <= length - 1
-    # With min 0, max T-1 and T rows, a missing step implies a repeated one: count rows per position.
-    repeated = segment_count(position, n)[position] > 1
-    if bool(repeated.any()):
+    position = offset.index_select(0, traj) + step  # in 0..N-1 because 0 <= step < length
+    # N rows on N positions: every position is taken exactly once iff no trajectory repeats a step,
+    # and then each trajectory's steps are exactly 0..T-1 (T distinct values in [0, T)).
+    if not bool((segment_count(position, n) == 1).all()):
+        repeated = segment_count(position, n)[position] > 1
         _raise_bad_steps(traj, step, traj_ids, int(traj[repeated.nonzero()[0, 0]]))
     return TrajectoryLayout(position, length)
 
@@ -93,14 +89,14 @@ def discounted_returns(
     last = torch.cumsum(length, 0) - 1
     coef = torch.full((n,), float(gamma), dtype=rewards.dtype, device=rewards.device)
     coef[last] = 0.0
-    b = torch.empty_like(rewards)
-    b[position] = rewards
+    b = torch.empty_like(rewards).scatter_(0, position, rewards)  # a permutation: no duplicates
     a = coef
     d, t_max = 1, int(length.max())
     while d < t_max:
-        b_next = b.clone()
-        b_next[:-d] += a[:-d] * b[d:]
-        a_next = torch.zeros_like(a)
-        a_next[:-d] = a[:-d] * a[d:]
-        b, a, d = b_next, a_next, 2 * d
-    return b[position]
+        # b_i += a_i * b_{i+d};  a_i *= a_{i+d};  a_i = 0 past the end (the products are new tensors,
+        # so the in-place writes never read a value they already overwrote).
+        b[:-d] += a[:-d] * b[d:]
+        a[:-d] = a[:-d] * a[d:]
+        a[-d:] = 0.0
+        d *= 2
+    return b.index_select(0, position)

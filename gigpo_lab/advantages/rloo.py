@@ -37,10 +37,10 @@ class RLOO(Estimator):
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         returns = episode_returns(rows)  # (J,)
         group = rows.traj_group
-        n = segment_count(group, rows.n_groups)[group]  # trajectories in tau's group
+        n = segment_count(group, rows.n_groups).index_select(0, group)  # trajectories in tau's group
         # Sums shifted by the group's minimum return, so that a constant group's baseline is exactly R.
-        ref = segment_min(returns, group, rows.n_groups)[group]
-        others = segment_sum(returns - ref, group, rows.n_groups)[group] - (returns - ref)
+        ref = segment_min(returns, group, rows.n_groups).index_select(0, group)
+        others = segment_sum(returns - ref, group, rows.n_groups).index_select(0, group) - (returns - ref)
         baseline = torch.where(n > 1, ref + others / (n - 1).clamp(min=1), torch.zeros_like(returns))
-        adv = returns[rows.traj] - self.invalid_action_penalty * rows.invalid - baseline[rows.traj]
+        adv = (returns - baseline).index_select(0, rows.traj) - self.invalid_action_penalty * rows.invalid
         return adv, {"adv/baseline_mean": float(baseline.mean())}

@@ -74,7 +74,7 @@ class GiGPOStepIndex(Estimator):
             count, _, std = group_stats(returns, rows.traj_group, rows.n_groups)
             std = torch.where(count > 1, std, torch.ones_like(std))
             value = value / (std[rows.traj_group] + self.epsilon)
-        return value[rows.traj], {
+        return value.index_select(0, rows.traj), {
             "adv/traj_mean": float(traj_adv.mean()),
             "adv/step_mean": float(step_mean.mean()),
             "adv/step_groups": float(n_index_groups),

@@ -1,0 +1,225 @@
+"""Benchmark: every estimator, vectorised, against a straightforward loop implementation of GiGPO.
+
+    python experiments/bench_advantages.py                 # N = 1e4, 1e5, 1e6 rows
+    python experiments/bench_advantages.py --quick         # N = 1e4, 1e5, fewer repeats
+    python experiments/bench_advantages.py --sizes 2e5,5e5 --arbitrary-ids --threads 1
+
+Batches look like grid-world rollouts: groups of 8 trajectories of 1-50 steps; every trajectory of a group
+starts on the group's cell of a 5x5 torus and random-walks, so anchors (cells) repeat across and within
+trajectories; half the trajectories succeed (reward 10 on the last step); 10 % of the actions are invalid;
+the rows are shuffled. A group holds about 204 rows, so N = 1e6 needs about 4900 groups. Ids are dense
+small integers as the collector emits them, or (``--arbitrary-ids``) random int64 values, which cost the
+estimators one sort per id column.
+
+The loop reference follows verl-agent's ``gigpo/core_gigpo.py`` semantics the way that code is written:
+dicts keyed by group id and by (group, anchor), a backwards return loop per trajectory. It runs on two
+inputs: ``loop py`` reads Python lists (about the fastest a Python loop gets) and ``loop ref`` indexes
+the arrays element by element, numpy ids and torch values, as the reference code does. It is independent
+of both ``gigpo_lab.advantages`` and the test oracle; its result is checked against the vectorised
+``gigpo`` (column ``max |diff|``). Above ``--loop-max-rows`` (``--ref-max-rows``) a loop is estimated from
+its time per row at the largest size it ran, marked ``~``. Times: best of ``--repeats`` runs, in ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+from gigpo_lab.advantages import available_estimators, compute_advantages
+
+GROUP_SIZE, MAX_STEPS, GRID = 8, 50, 5
+
+
+def make_batch(n_rows: int, seed: int = 0, arbitrary_ids: bool = False) -> dict[str, torch.Tensor]:
+    """About ``n_rows`` shuffled step rows of grid-world rollouts (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    n_groups = max(1, round(n_rows / (GROUP_SIZE * (MAX_STEPS + 1) / 2)))
+    n_traj = n_groups * GROUP_SIZE
+    length = rng.integers(1, MAX_STEPS + 1, size=n_traj)
+    traj = np.repeat(np.arange(n_traj), length)
+    n = traj.size
+    offset = np.cumsum(length) - length
+    step = np.arange(n) - offset[traj]
+    group = traj // GROUP_SIZE
+    # Random walk on a torus from the group's start cell: position_t = start + sum of the moves before t.
+    moves = rng.integers(-1, 2, size=(n, 2))
+    before = np.cumsum(moves, axis=0) - moves  # sum of the moves before each row, over the whole batch
+    walk = before - before[offset][traj]  # ... restarted at each trajectory's first step
+    cell = (rng.integers(0, GRID, size=(n_groups, 2))[group] + walk) % GRID
+    anchor = cell[:, 0] * GRID + cell[:, 1]
+    reward = np.zeros(n)
+    last = offset + length - 1
+    reward[last[rng.random(n_traj) < 0.5]] = 10.0
+    invalid = rng.random(n) < 0.1
+    if arbitrary_ids:  # any int64 values: the estimators must sort them
+        group_key = rng.choice(2**62, size=n_groups, replace=False)
+        traj_key = rng.choice(2**62, size=n_traj, replace=False)
+        anchor = rng.choice(2**62, size=GRID * GRID, replace=False)[anchor]
+    else:  # the collector's ids: group and trajectory indices, interned anchors
+        group_key, traj_key = np.arange(n_groups), np.arange(n_traj)
+    perm = rng.permutation(n)
+    return {
+        "rewards": torch.from_numpy(reward[perm]).to(torch.float32),
+        "group_ids": torch.from_numpy(group_key[group][perm]),
+        "traj_ids": torch.from_numpy(traj_key[traj][perm]),
+        "step_ids": torch.from_numpy(step[perm]),
+        "anchor_ids": torch.from_numpy(anchor[perm]),
+        "invalid": torch.from_numpy(invalid[perm]),
+    }
+
+
+def loop_gigpo(
+    cols: dict[str, torch.Tensor],
+    as_lists: bool = True,
+    omega: float = 1.0,
+    gamma: float = 0.95,
+    penalty: float = 0.1,
+) -> torch.Tensor:
+    """verl-agent GiGPO semantics with dicts and loops (mean_norm, rows, raw/zero singletons).
+
+    as_lists: read Python lists (``loop py``); else index the arrays element by element (``loop ref``).
+    """
+    if as_lists:
+        rewards, invalid = cols["rewards"].tolist(), cols["invalid"].tolist()
+        group, traj = cols["group_ids"].tolist(), cols["traj_ids"].tolist()
+        step, anchor = cols["step_ids"].tolist(), cols["anchor_ids"].tolist()
+    else:
+        rewards, invalid = cols["rewards"], cols["invalid"].to(cols["rewards"].dtype)
+        group, traj = cols["group_ids"].numpy(), cols["traj_ids"].numpy()
+        step, anchor = cols["step_ids"].numpy(), cols["anchor_ids"].numpy()
+    n = len(rewards)
+    episode_return = defaultdict(float)
+    by_traj = defaultdict(list)
+    for i in range(n):
+        episode_return[traj[i]] += rewards[i]
+        by_traj[traj[i]].append((step[i], i))
+    # Episode level: id2score over every row of the group (compute_mean_std_cross_steps).
+    score = [episode_return[traj[i]] - penalty * invalid[i] for i in range(n)]
+    id2score = defaultdict(list)
+    for i in range(n):
+        id2score[group[i]].append(score[i])
+    id2mean = {k: (sum(v) / len(v) if len(v) > 1 else 0.0) for k, v in id2score.items()}
+    episode = [score[i] - id2mean[group[i]] for i in range(n)]
+    # Step level: discounted return per trajectory, then (group, anchor) step groups.
+    returns = [0.0] * n
+    for rows in by_traj.values():
+        rows.sort()
+        g = 0.0
+        for _, i in reversed(rows):
+            g = rewards[i] + gamma * g
+            returns[i] = g - penalty * invalid[i]
+    step_groups = defaultdict(list)
+    for i in range(n):
+        step_groups[(group[i], anchor[i])].append(returns[i])
+    step_mean = {k: sum(v) / len(v) for k, v in step_groups.items()}
+    out = []
+    for i in range(n):
+        key = (group[i], anchor[i])
+        a_s = 0.0 if len(step_groups[key]) == 1 else returns[i] - step_mean[key]
+        out.append(float(episode[i] + omega * a_s))
+    return torch.tensor(out, dtype=cols["rewards"].dtype)
+
+
+def best_ms(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * min(times)
+
+
+def time_loop(cols, as_lists: bool, n: int, max_rows: float, per_row: float | None, repeats: int):
+    """(ms, cell text, ms per row, max |loop - gigpo|) of one loop variant; estimated above ``max_rows``."""
+    if n > max_rows:
+        ms = per_row * n if per_row else float("nan")
+        return ms, f"~{ms:.0f}", per_row, None
+    ms = best_ms(lambda: loop_gigpo(cols, as_lists), 1 if n > 2e5 else min(repeats, 3))
+    diff = (
+        (loop_gigpo(cols, as_lists).double() - compute_advantages("gigpo", **cols).double())
+        .abs()
+        .max()
+        .item()
+    )
+    return ms, f"{ms:.0f}", ms / n, diff
+
+
+def parse_sizes(text: str) -> list[int]:
+    return [int(float(s)) for s in text.split(",") if s.strip()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=parse_sizes, default=[10**4, 10**5, 10**6], help="rows, e.g. 1e4,1e5")
+    parser.add_argument("--quick", action="store_true", help="sizes 1e4,1e5, 2 repeats, loop ref to 1e4 rows")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per cell (the best is shown)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--arbitrary-ids", action="store_true", help="random int64 ids instead of the collector's"
+    )
+    parser.add_argument("--loop-max-rows", type=float, default=1.5e6, help="loop py is estimated above this")
+    parser.add_argument("--ref-max-rows", type=float, default=1.5e5, help="loop ref is estimated above this")
+    args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.repeats, args.ref_max_rows = [10**4, 10**5], 2, 2e4
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    names = list(available_estimators())
+
+    header = [
+        "rows",
+        "groups",
+        *names,
+        "loop py",
+        "loop ref",
+        "max |diff|",
+        "py/gigpo",
+        "ref/gigpo",
+        "gigpo/grpo",
+    ]
+    lines, py_per_row, ref_per_row = [], None, None
+    for size in args.sizes:
+        cols = make_batch(size, arbitrary_ids=args.arbitrary_ids)
+        n = len(cols["rewards"])
+        times = {}
+        for name in names:
+            compute_advantages(name, **cols)  # warm-up
+            times[name] = best_ms(lambda name=name, cols=cols: compute_advantages(name, **cols), args.repeats)
+        py_ms, py_cell, py_per_row, py_diff = time_loop(
+            cols, True, n, args.loop_max_rows, py_per_row, args.repeats
+        )
+        ref_ms, ref_cell, ref_per_row, ref_diff = time_loop(cols, False, n, args.ref_max_rows, ref_per_row, 1)
+        diffs = [d for d in (py_diff, ref_diff) if d is not None]
+        gigpo = times["gigpo"]
+        lines.append(
+            [
+                f"{n:,}",
+                f"{int(torch.unique(cols['group_ids']).numel()):,}",
+                *(f"{times[k]:.1f}" for k in names),
+                py_cell,
+                ref_cell,
+                f"{max(diffs):.1e}" if diffs else "-",
+                f"{py_ms / gigpo:.0f}x",
+                f"{ref_ms / gigpo:.0f}x",
+                f"{gigpo / times['grpo']:.2f}",
+            ]
+        )
+
+    widths = [max(len(h), *(len(row[j]) for row in lines)) for j, h in enumerate(header)]
+    ids = "arbitrary int64" if args.arbitrary_ids else "collector (dense)"
+    print(
+        f"advantage estimators, ms, best of {args.repeats}; float32 rewards, {ids} ids; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; ~ = estimated from time per row"
+    )
+    print(" | ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+    print("-+-".join("-" * w for w in widths))
+    for row in lines:
+        print(" | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()
