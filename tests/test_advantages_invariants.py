@@ -10,7 +10,13 @@ from advantage_oracle import Row, batches, columns
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gigpo_lab.advantages import available_estimators, build_estimator, compute_advantages, discounted_returns
+from gigpo_lab.advantages import (
+    available_estimators,
+    build_estimator,
+    compute_advantages,
+    discounted_returns,
+    group_normalize,
+)
 from gigpo_lab.advantages.returns import trajectory_layout
 from gigpo_lab.batch import StepBatch
 
@@ -172,3 +178,17 @@ def test_discounted_returns_are_stable_for_long_trajectories(gamma, length):
     ]
     assert bool(torch.isfinite(got).all())
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-9)
+
+
+@SETTINGS
+@given(
+    value=st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300),
+    sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=4),
+    mode=_mode,
+)
+def test_group_normalize_gives_exact_zeros_on_constant_groups(value, sizes, mode):
+    """The corrected two-pass mean lands exactly on a constant group's value, whatever its size."""
+    segment = torch.cat([torch.full((n,), k) for k, n in enumerate(sizes)])
+    values = torch.full((segment.numel(),), value, dtype=torch.float64)
+    out = group_normalize(values, segment, len(sizes), mode=mode, eps=1e-6, singleton="zero")
+    assert torch.count_nonzero(out) == 0
