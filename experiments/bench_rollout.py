@@ -2,18 +2,24 @@
 
 Both sample from the same tiny random Qwen2 (hidden 128, 2 heads of 64, 1 KV head: the smallest shape vLLM's
 CPU backend accepts) with the same settings (temperature, top_p, no top-k, the policy's stop ids) and both
-return the sampling log-probs. Two measurements per engine:
+return the sampling log-probs. Two measurements per engine, timed in turn (A B C A B C ...) so that load from
+other processes hits all engines alike:
 
-- tokens/s: one ``generate`` over a batch of FrozenLake prompts (B x G rows), generated tokens / wall time;
+- tokens/s: one ``generate`` over a turn-0 collection batch (B groups x G identical FrozenLake prompts),
+  generated tokens / wall time;
 - env steps/s: a full ``Collector.collect`` of B x G FrozenLake episodes, env steps / wall time.
 
+The torch engine is also run with ``share_prefill=False`` (plain left-padded prefill), which shows how much
+of its lead comes from running identical prompts and the common prefix once. The random model never learns to
+stop, so it fills its 32-token budget every turn and the HF prompts grow with that noise in the history:
+later turns are prefill-bound on distinct text, where both engines do the same work.
 The tiny from-scratch GPT policy (one action word per turn) is measured with the torch engine for reference.
 A vllm column is added when ``vllm`` is importable (tokens/s only; there is no vLLM collector engine yet).
 
 Usage::
 
-    .venv/bin/python experiments/bench_rollout.py                      # defaults: B=8 G=8, 32 new tokens
-    .venv/bin/python experiments/bench_rollout.py --groups 4 --threads 2 --repeats 5
+    .venv/bin/python experiments/bench_rollout.py                      # B=8 G=8, 32 new tokens, history 2
+    .venv/bin/python experiments/bench_rollout.py --history-window 0 --threads 2 --repeats 5
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ class SamplingParams:
         temperature: logits are divided by it before softmax (> 0).
         top_p: nucleus sampling: keep the smallest set of tokens whose probability reaches top_p (0 < top_p <= 1).
         max_new_tokens: the most tokens per response (a stop token ends a row earlier).
-        greedy: take the argmax instead of sampling (``generate(greedy=...)`` overrides it per call).
+        greedy: always take the argmax instead of sampling (``generate(greedy=True)`` asks for it per call).
+            Greedy log-probs are those of the chosen token under the tempered, nucleus-restricted distribution.
     """
 
     temperature: float = 1.0
