@@ -13,6 +13,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from gigpo_lab.tracking.sweep import sweep_context
+
 #: Columns every collector provides whatever the env; the rest depend on what the env reports.
 _BASE_COLUMNS = ("rewards", "group_ids", "traj_ids", "step_ids", "invalid")
 
@@ -76,10 +78,10 @@ def run_name(cfg: DictConfig) -> str:
 
 
 def estimator_name(cfg: DictConfig) -> str:
-    """The registry name of the configured estimator (e.g. ``reinforce_pp``)."""
-    from hydra.utils import instantiate
+    """The registry name of the configured estimator class (e.g. ``reinforce_pp``), without building it."""
+    from hydra.utils import get_class
 
-    return str(instantiate(cfg.estimator).name)
+    return str(get_class(cfg.estimator._target_).name)
 
 
 def _hydra_choices() -> dict[str, str]:
@@ -104,12 +106,12 @@ def run_tags(cfg: DictConfig) -> dict[str, str]:
     }
     omega = cfg.estimator.get("step_advantage_weight")
     if omega is not None:
-        tags["step_advantage_weight"] = f"{float(omega):g}"
-    if HydraConfig.initialized():
-        hc = HydraConfig.get()
-        if str(hc.mode) == "RunMode.MULTIRUN":
-            tags["sweep_id"] = Path(hc.sweep.dir).name
-            tags["sweep_job"] = str(hc.job.num)
+        tags["step_advantage_weight"] = f"{float(omega)}"
+    _, sweep_id = sweep_context()
+    if sweep_id:
+        tags["sweep_id"] = sweep_id
+    if HydraConfig.initialized() and str(HydraConfig.get().mode) == "RunMode.MULTIRUN":
+        tags["sweep_job"] = str(HydraConfig.get().job.num)
     for group in ("experiments", "sweeps"):
         if choices.get(group):
             tags[group] = choices[group]

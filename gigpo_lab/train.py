@@ -8,6 +8,7 @@ and the Trainer; fit; return the final metrics. ``main`` is the Hydra entry poin
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from functools import partial
@@ -28,24 +29,75 @@ from gigpo_lab.run_info import (
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
-    """Train one agent as ``cfg`` says; return the final metrics (the last value of every metric)."""
+    """Train one agent as ``cfg`` says; return the final metrics (the last value of every metric).
+
+    Every failure after the MLflow run opens (a bad value, a missing column, a crash mid-run) ends that run
+    with status FAILED and an ``error`` tag, and re-raises; checkpoints written so far are kept.
+    """
     import lightning as L
+
+    out = output_dir(cfg)
+    tracker = _open_run(cfg)
+    logger_cb = None
+    try:
+        validate_config(cfg)
+        module = _build_module(cfg)
+        module.mlflow_run_id = tracker.run_id
+        logger_cb, trainer = _build_trainer(cfg, out, tracker)
+        L.seed_everything(cfg.seed, verbose=False)
+        start = time.perf_counter()
+        trainer.fit(module, ckpt_path=cfg.ckpt_path, weights_only=False)
+    except BaseException as err:
+        if logger_cb is not None:
+            logger_cb.flush(module)
+        tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+        tracker.end("FAILED")
+        raise
+    ckpt_dir = out / "checkpoints"
+    trainer.save_checkpoint(ckpt_dir / "last.ckpt")
+    if cfg.tracking.log_checkpoint:
+        tracker.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
+    metrics = logger_cb.final_metrics()
+    metrics["time/wall_s"] = time.perf_counter() - start
+    tracker.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
+    tracker.end("KILLED" if trainer.interrupted else "FINISHED")
+    _print_summary(metrics, tracker.uri, tracker.run_id, ckpt_dir)
+    return metrics
+
+
+def _open_run(cfg: DictConfig):
+    """The run's MLflow tracker: checked reachable, started (or continued from the checkpoint's run)."""
+    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri, flatten_config
+    from gigpo_lab.tracking.sweep import sweep_context
+
+    tracker = MlflowTracker(
+        cfg.tracking.uri or default_tracking_uri(),
+        cfg.tracking.experiment,
+        run_name=run_name(cfg),
+        tags=run_tags(cfg),
+        run_id=checkpoint_run_id(cfg.ckpt_path),
+        parent_run_id=sweep_context()[0],
+    )
+    tracker.check_reachable()
+    fresh = tracker.run_id is None
+    tracker.start()
+    if fresh:
+        tracker.log_params(flatten_config(OmegaConf.to_container(cfg, resolve=True)))
+        tracker.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+    return tracker
+
+
+def _build_module(cfg: DictConfig):
+    """Env factory, estimator (its columns checked before any rollout), loss, policy, engine, collector."""
     import torch
     from hydra.utils import instantiate
-    from lightning.pytorch.callbacks import ModelCheckpoint, OnExceptionCheckpoint, RichProgressBar
 
     from gigpo_lab.advantages import check_requirements
     from gigpo_lab.rollout.collector import Collector
-    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri, flatten_config
-    from gigpo_lab.tracking.callback import IterationLogger
     from gigpo_lab.training.module import GiGPOModule
 
-    validate_config(cfg)
     if cfg.trainer.num_threads:
         torch.set_num_threads(int(cfg.trainer.num_threads))
-    L.seed_everything(cfg.seed, verbose=False)
-    out = output_dir(cfg)
-
     env_fn = partial(instantiate, cfg.env)
     estimator = instantiate(cfg.estimator)
     check_requirements(estimator, env_columns(env_fn, cfg.env))
@@ -57,7 +109,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     collector = Collector(
         env_fn, policy, engine, groups=cfg.rollout.groups, group_size=cfg.rollout.group_size
     )
-    module = GiGPOModule(
+    return GiGPOModule(
         policy,
         estimator,
         loss,
@@ -74,20 +126,13 @@ def train(cfg: DictConfig) -> dict[str, float]:
         sample_every=cfg.trainer.sample_every,
     )
 
-    uri = cfg.tracking.uri or default_tracking_uri()
-    tracker = MlflowTracker(
-        uri,
-        cfg.tracking.experiment,
-        run_name=run_name(cfg),
-        tags=run_tags(cfg),
-        run_id=checkpoint_run_id(cfg.ckpt_path),
-    )
-    tracker.check_reachable()
-    fresh = tracker.run_id is None
-    module.mlflow_run_id = tracker.start()
-    if fresh:
-        tracker.log_params(flatten_config(OmegaConf.to_container(cfg, resolve=True)))
-        tracker.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+
+def _build_trainer(cfg: DictConfig, out: Path, tracker):
+    """The Lightning Trainer and its callbacks: iteration logging, checkpoints, progress bar."""
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint, OnExceptionCheckpoint, RichProgressBar
+
+    from gigpo_lab.tracking.callback import IterationLogger
 
     ckpt_dir = out / "checkpoints"
     logger_cb = IterationLogger(tracker)
@@ -118,22 +163,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         num_sanity_val_steps=0,
         default_root_dir=str(out),
     )
-    start = time.perf_counter()
-    try:
-        trainer.fit(module, ckpt_path=cfg.ckpt_path, weights_only=False)
-    except BaseException:
-        logger_cb.flush(module)
-        tracker.end("FAILED")
-        raise
-    trainer.save_checkpoint(ckpt_dir / "last.ckpt")
-    if cfg.tracking.log_checkpoint:
-        tracker.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
-    metrics = logger_cb.final_metrics()
-    metrics["time/wall_s"] = time.perf_counter() - start
-    tracker.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
-    tracker.end("KILLED" if trainer.interrupted else "FINISHED")
-    _print_summary(metrics, uri, tracker.run_id, ckpt_dir)
-    return metrics
+    return logger_cb, trainer
 
 
 def _print_summary(metrics: dict[str, float], uri: str, run_id: str, ckpt_dir: Path) -> None:
@@ -158,7 +188,17 @@ def _print_summary(metrics: dict[str, float], uri: str, run_id: str, ckpt_dir: P
 
 
 def _hydra_entry(cfg: DictConfig) -> float | None:
-    metrics = train(cfg)
+    """One Hydra job. In a multirun a failing job is logged (its MLflow run says FAILED) and the sweep goes
+    on; the sweep callback then exits non-zero after the last job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        metrics = train(cfg)
+    except Exception:
+        if str(HydraConfig.get().mode) != "RunMode.MULTIRUN":
+            raise
+        logging.getLogger("gigpo_lab.train").exception("job %s failed", HydraConfig.get().job.num)
+        return None
     return metrics.get("eval/success_rate")
 
 
@@ -166,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     """``gigpo-lab train [overrides…]``: Hydra's CLI over ``train`` (``-m`` for multirun)."""
     args = sys.argv[1:] if argv is None else list(argv)
     register_schemas()
-    sys.argv = [sys.argv[0], searchpath_override(), *args]
+    sys.argv = [sys.argv[0], *args, searchpath_override()]
     hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
 
 

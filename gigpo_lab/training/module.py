@@ -155,10 +155,11 @@ class GiGPOModule(L.LightningModule):
 
     def _score(self, batch: StepBatch) -> None:
         """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``."""
-        args = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
-        batch.old_logprobs, _ = self.policy.logprobs(*args)
+        cols = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
+        args = tuple(t.to(self.device) for t in cols)
+        batch.old_logprobs = self.policy.logprobs(*args)[0].cpu()
         if self.reference is not None:
-            batch.ref_logprobs, _ = self.reference.logprobs(*args)
+            batch.ref_logprobs = self.reference.logprobs(*args)[0].cpu()
 
     def training_step(self, mb: StepBatch, batch_idx: int) -> torch.Tensor:
         logp, entropy = self.policy.logprobs(mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.response_mask)

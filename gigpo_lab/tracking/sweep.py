@@ -1,0 +1,78 @@
+"""One MLflow parent run per Hydra multirun, with every job a nested child run.
+
+``MlflowSweepCallback`` is a Hydra callback (``hydra.callbacks`` in ``conf/config.yaml``). Before the
+first job it creates the parent run and exports its id and the sweep id in the environment, which the
+jobs inherit whatever the launcher (in-process, joblib workers, submitit/SLURM with the default
+``--export=ALL``). After the last job it tags the parent with the jobs' outcome and closes it; if any job
+failed, it marks the parent FAILED and exits non-zero, once every other job has finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+PARENT_ENV = "GIGPO_LAB_PARENT_RUN_ID"
+SWEEP_ENV = "GIGPO_LAB_SWEEP_ID"
+ROLE_TAG = "gigpo_lab.role"
+
+log = logging.getLogger(__name__)
+
+
+def sweep_context() -> tuple[str | None, str | None]:
+    """``(parent_run_id, sweep_id)`` when this process is a job of a tracked sweep, else ``(None, None)``."""
+    return os.environ.get(PARENT_ENV), os.environ.get(SWEEP_ENV)
+
+
+def _tracker(config: DictConfig, **kwargs: Any):
+    from gigpo_lab.tracking.mlflow_tracker import MlflowTracker, default_tracking_uri
+
+    uri = config.tracking.uri or default_tracking_uri()
+    return MlflowTracker(uri, config.tracking.experiment, **kwargs)
+
+
+class MlflowSweepCallback(Callback):
+    """Create the sweep's parent run before the jobs, and close it after them."""
+
+    def __init__(self) -> None:
+        self.tracker = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        choices = config.hydra.runtime.choices
+        label = choices.get("sweeps") or "multirun"
+        sweep_id = f"{label}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        params = {k: str(v) for k, v in (config.hydra.sweeper.get("params") or {}).items()}
+        overrides = " ".join(config.hydra.overrides.task)
+        tags = {ROLE_TAG: "sweep-parent", "sweep_id": sweep_id, "sweep": label, "sweep_overrides": overrides}
+        self.tracker = _tracker(config, run_name=sweep_id, tags=tags)
+        self.tracker.check_reachable()
+        run_id = self.tracker.start()
+        if params:
+            self.tracker.log_params({f"sweep.{k}": v for k, v in params.items()})
+        os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = run_id, sweep_id
+        log.info("MLflow sweep parent run %s (sweep id %s)", run_id, sweep_id)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.tracker is None:
+            return
+        sweep_id = os.environ.pop(SWEEP_ENV, None)
+        os.environ.pop(PARENT_ENV, None)
+        client = self.tracker.client
+        exp = client.get_experiment_by_name(self.tracker.experiment)
+        children = client.search_runs(
+            [exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.tracker.run_id}'"
+        )
+        statuses = [r.info.status for r in children]
+        failed = sum(s != "FINISHED" for s in statuses)
+        self.tracker.set_tags({"jobs": len(statuses), "jobs_failed": failed})
+        self.tracker.end("FAILED" if failed else "FINISHED")
+        if failed:
+            raise RuntimeError(
+                f"{failed} of {len(statuses)} jobs of sweep {sweep_id} failed; the others finished. "
+                f"See `gigpo-lab compare --sweep-id {sweep_id}` and each failed run's log"
+            )
