@@ -28,7 +28,7 @@ from gigpo_lab.advantages.base import (
     check_real,
     summary_metrics,
 )
-from gigpo_lab.advantages.grouping import group_normalize, group_stats, rank
+from gigpo_lab.advantages.grouping import group_normalize, group_stats, pack
 from gigpo_lab.advantages.grpo import EpisodeLevel, episode_advantages
 from gigpo_lab.advantages.prepare import Rows
 from gigpo_lab.advantages.registry import register_estimator
@@ -108,8 +108,7 @@ class GiGPO(Estimator):
     def step_groups(self, rows: Rows) -> tuple[torch.Tensor, int]:
         """Step-group ids (N,) int64 in 0..S-1 and S: equal anchors inside one ``group_id``."""
         if self.anchor_similarity_threshold is None:
-            anchor, n_anchors = rank(rows.anchor)
-            return rank(rows.group * n_anchors + anchor)  # (group, anchor); rows.group is dense already
+            return pack(rows.group, rows.n_groups, rows.anchor)  # (group, anchor) pairs
         return similarity_step_groups(
             rows.anchor_texts, rows.group, rows.layout.position, self.anchor_similarity_threshold
         )
@@ -121,7 +120,7 @@ class GiGPO(Estimator):
         returns = discounted_returns(rows.rewards, rows.traj, rows.layout, self.gamma)
         returns = returns - level.invalid_action_penalty * rows.invalid
         step_group, n_step_groups = self.step_groups(rows)
-        stats = group_stats(returns, step_group, n_step_groups)
+        stats = group_stats(returns, step_group, n_step_groups, with_std=level.mode == "mean_std_norm")
         step = group_normalize(
             returns,
             step_group,

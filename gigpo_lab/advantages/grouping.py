@@ -33,10 +33,23 @@ def dense_ids(*keys: torch.Tensor) -> tuple[torch.Tensor, int]:
         raise ValueError("dense_ids needs at least one key")
     ids, k = rank(keys[0])
     for key in keys[1:]:
-        key_ids, key_k = rank(key)
-        # (previous id, this key's rank) packed into one int64: both are < N, so the product is < N^2.
-        ids, k = rank(ids * key_k + key_ids)
+        ids, k = pack(ids, k, key)
     return ids, k
+
+
+def pack(ids: torch.Tensor, k: int, key: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Dense ids of the pairs (``ids``, ``key``), lexicographic; ``ids`` (N,) are dense in 0..k-1.
+
+    When k times the key's span is small, the pair packs directly into one int64 and is ranked once;
+    otherwise the key is ranked first (both ranks are < N, so the packed value is < N^2).
+    """
+    key = key.to(torch.int64)
+    lo, hi = int(key.min()), int(key.max())
+    span = hi - lo + 1
+    if k * span <= 2 * key.numel() + 1024:
+        return rank(ids * span + (key - lo))
+    key_ids, key_k = rank(key)
+    return rank(ids * key_k + key_ids)
 
 
 def rank(key: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -70,12 +83,13 @@ def segment_count(segment: torch.Tensor, num_segments: int) -> torch.Tensor:
 class GroupStats(NamedTuple):
     """Per-group statistics, each (K,): ``count`` int64, ``mean`` and unbiased ``std`` float.
 
-    ``std`` is 0 where ``count < 2`` (undefined there; ``group_normalize`` applies the singleton policy).
+    ``std`` is 0 where ``count < 2`` (undefined there; ``group_normalize`` applies the singleton policy),
+    and None when it was not asked for.
     """
 
     count: torch.Tensor
     mean: torch.Tensor
-    std: torch.Tensor
+    std: torch.Tensor | None
 
 
 def segment_min(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:
@@ -84,8 +98,10 @@ def segment_min(values: torch.Tensor, segment: torch.Tensor, num_segments: int) 
     return out.scatter_reduce_(0, segment, values, "amin")
 
 
-def group_stats(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> GroupStats:
-    """Count, mean and unbiased std of ``values`` (N,) per segment (N,) in 0..K-1.
+def group_stats(
+    values: torch.Tensor, segment: torch.Tensor, num_segments: int, with_std: bool = True
+) -> GroupStats:
+    """Count, mean and (if ``with_std``) unbiased std of ``values`` (N,) per segment (N,) in 0..K-1.
 
     Corrected two-pass mean: m0 = sum(x) / n, then mean = m0 + sum(x - m0) / n, then the sum of squared
     deviations. A plain sum / n can miss a constant group's value c by an ulp, which / eps would turn into
@@ -97,6 +113,8 @@ def group_stats(values: torch.Tensor, segment: torch.Tensor, num_segments: int) 
     n = count.to(values.dtype).clamp(min=1)
     mean = segment_sum(values, segment, num_segments) / n
     mean = mean + segment_sum(values - mean.index_select(0, segment), segment, num_segments) / n
+    if not with_std:
+        return GroupStats(count, mean, None)
     dev = values - mean.index_select(0, segment)
     var = segment_sum(dev * dev, segment, num_segments) / (count - 1).clamp(min=1).to(values.dtype)
     std = torch.where(count > 1, var.sqrt(), torch.zeros_like(var))
@@ -122,21 +140,22 @@ def group_normalize(
         entries instead of ``values`` (grpo's ``normalize_over: trajectories`` feeds one R(tau) per
         trajectory while each row still normalises its own score). A group is a singleton when one
         entry enters its statistics.
-    stats: the ``group_stats`` of the statistics entries, when the caller already has them.
+    stats: ``group_stats(values, segment, num_segments)`` when the caller already has it.
     mode: ``mean_norm`` or ``mean_std_norm``. singleton: ``raw`` or ``zero``.
     Returns (N,) in the dtype of ``values``.
     """
+    own = stat_values is None  # statistics of the values themselves
     if stats is None:
-        if stat_values is None:
+        if own:
             stat_values, stat_segment = values, segment
         elif stat_segment is None:
             raise ValueError("stat_values needs stat_segment")
-        stats = group_stats(stat_values, stat_segment, num_segments)
+        stats = group_stats(stat_values, stat_segment, num_segments, with_std=mode == "mean_std_norm")
     count, mean, std = stats
     single = count == 1
     if singleton == "raw":  # verl-agent: id2mean = 0, id2std = 1 for a group of one
         mean = torch.where(single, torch.zeros_like(mean), mean)
-        std = torch.where(single, torch.ones_like(std), std)
+        std = None if std is None else torch.where(single, torch.ones_like(std), std)
     elif singleton != "zero":
         raise ValueError(f"singleton={singleton!r} is not valid; expected one of ['raw', 'zero']")
     out = values - mean.index_select(0, segment)
@@ -144,6 +163,8 @@ def group_normalize(
         out = out / (std + eps).index_select(0, segment)
     elif mode != "mean_norm":
         raise ValueError(f"mode={mode!r} is not valid; expected one of ['mean_norm', 'mean_std_norm']")
-    if singleton == "zero":
+    if singleton == "zero" and not own:
+        # With its own statistics a group of one is already exactly 0: its mean is its value (x / 1,
+        # corrected by (x - x) / 1) and its std is 0. Only borrowed statistics need the mask.
         out = torch.where(single.index_select(0, segment), torch.zeros_like(out), out)
     return out

@@ -47,7 +47,9 @@ class ReinforcePP(Estimator):
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         returns = episode_returns(rows)  # (J,)
-        group_mean = group_stats(returns, rows.traj_group, rows.n_groups).mean  # (K,) over trajectories
+        group_mean = group_stats(
+            returns, rows.traj_group, rows.n_groups, with_std=False
+        ).mean  # (K,) over trajectories
         centred = returns.index_select(0, rows.traj) - self.invalid_action_penalty * rows.invalid
         centred = centred - group_mean.index_select(0, rows.group)
         whole_batch = torch.zeros_like(rows.group)

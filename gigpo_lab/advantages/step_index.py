@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from gigpo_lab.advantages.base import BASE_COLUMNS, Estimator, check_bool, check_real
-from gigpo_lab.advantages.grouping import dense_ids, group_normalize, group_stats, segment_count, segment_sum
+from gigpo_lab.advantages.grouping import group_normalize, group_stats, pack, segment_count, segment_sum
 from gigpo_lab.advantages.grpo import episode_returns
 from gigpo_lab.advantages.prepare import Rows
 from gigpo_lab.advantages.registry import register_estimator
@@ -64,7 +64,7 @@ class GiGPOStepIndex(Estimator):
         traj_adv = group_normalize(
             returns, rows.traj_group, rows.n_groups, mode="mean_norm", eps=self.epsilon, singleton="zero"
         )
-        index_group, n_index_groups = dense_ids(rows.group, rows.step)  # (group_id, step_id)
+        index_group, n_index_groups = pack(rows.group, rows.n_groups, rows.step)  # (group_id, step_id)
         step = group_normalize(
             rows.rewards, index_group, n_index_groups, mode="mean_norm", eps=self.epsilon, singleton="zero"
         )
