@@ -3,7 +3,9 @@
 The config root holds ``conf/`` (the primary config dir), ``experiments/`` and ``sweeps/``. In a source
 checkout or an editable install it is the repository root; a wheel carries a copy in
 ``gigpo_lab/_configs`` (written by ``setup.py``'s build step). ``experiments/`` and ``sweeps/`` join Hydra's
-search path through a ``hydra.searchpath`` override, so ``experiments=NAME`` and ``sweeps=NAME`` resolve.
+search path through ``hydra.searchpath`` in ``conf/config.yaml``, which names the root with the resolver
+``${gigpo_lab.config_root:}`` registered here, so ``experiments=NAME`` and ``sweeps=NAME`` resolve from any
+working directory and from a wheel.
 """
 
 from __future__ import annotations
@@ -26,9 +28,13 @@ def conf_dir() -> Path:
     return config_root() / "conf"
 
 
-def searchpath_override() -> str:
-    """The ``hydra.searchpath`` override that puts ``experiments/`` and ``sweeps/`` on the search path."""
-    return f"hydra.searchpath=[file://{config_root()}]"
+def _register_resolver() -> None:
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("gigpo_lab.config_root", lambda: str(config_root()), replace=True)
+
+
+_register_resolver()
 
 
 def register_schemas() -> None:
@@ -50,6 +56,6 @@ def compose_config(overrides: list[str] | tuple[str, ...] = (), return_hydra_con
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         return compose(
             config_name="config",
-            overrides=[searchpath_override(), *overrides],
+            overrides=list(overrides),
             return_hydra_config=return_hydra_config,
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from gigpo_lab.config_paths import conf_dir, register_schemas, searchpath_override
+from gigpo_lab.config_paths import conf_dir, register_schemas
 from gigpo_lab.run_info import (
     checkpoint_run_id,
     env_columns,
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     """``gigpo-lab train [overrides…]``: Hydra's CLI over ``train`` (``-m`` for multirun)."""
     args = sys.argv[1:] if argv is None else list(argv)
     register_schemas()
-    sys.argv = [sys.argv[0], *args, searchpath_override()]
+    sys.argv = [sys.argv[0], *args]
     hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
 
 
