@@ -137,7 +137,7 @@ def time_loop(cols, as_lists: bool, n: int, max_rows: float, per_row: float | No
     """(ms, cell text, ms per row, max |loop - gigpo|) of one loop variant; estimated above ``max_rows``."""
     if n > max_rows:
         ms = per_row * n if per_row else float("nan")
-        return ms, f"~{ms:.0f}", per_row, None
+        return ms, (f"~{ms:.0f}" if per_row else "-"), per_row, None
     ms = best_ms(lambda: loop_gigpo(cols, as_lists), 1 if n > 2e5 else min(repeats, 3))
     diff = (
         (loop_gigpo(cols, as_lists).double() - compute_advantages("gigpo", **cols).double())
@@ -146,6 +146,10 @@ def time_loop(cols, as_lists: bool, n: int, max_rows: float, per_row: float | No
         .item()
     )
     return ms, f"{ms:.0f}", ms / n, diff
+
+
+def ratio(loop_ms: float, ms: float) -> str:
+    return "-" if loop_ms != loop_ms else f"{loop_ms / ms:.0f}x"  # NaN: the loop never ran
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -203,8 +207,8 @@ def main() -> None:
                 py_cell,
                 ref_cell,
                 f"{max(diffs):.1e}" if diffs else "-",
-                f"{py_ms / gigpo:.0f}x",
-                f"{ref_ms / gigpo:.0f}x",
+                ratio(py_ms, gigpo),
+                ratio(ref_ms, gigpo),
                 f"{gigpo / times['grpo']:.2f}",
             ]
         )
