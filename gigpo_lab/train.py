@@ -124,6 +124,7 @@ def _build_module(cfg: DictConfig):
         eval_episodes=cfg.rollout.eval_episodes,
         eval_greedy=cfg.rollout.eval_greedy,
         sample_every=cfg.trainer.sample_every,
+        max_env_steps=cfg.trainer.max_env_steps,
     )
 
 

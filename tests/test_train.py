@@ -168,3 +168,12 @@ def test_gigpo_on_an_env_without_anchors_fails_before_any_rollout(tiny_overrides
         train(cfg)
     assert "gigpo" in str(err.value)
     assert not (tmp_path / "out" / "checkpoints").exists()  # nothing ran
+
+
+def test_env_step_budget_stops_the_run(tiny_overrides):
+    cfg = compose_config([*tiny_overrides, "trainer.iterations=5", "trainer.max_env_steps=1"])
+    metrics = train(cfg)
+    client, run = _run(cfg.tracking.uri)
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")] == [0]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/success_rate")] == [0, 1]
+    assert metrics["rollout/env_steps_total"] >= 1

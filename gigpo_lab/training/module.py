@@ -12,7 +12,6 @@ One Lightning epoch is one training iteration (ARCHITECTURE.md, "How the data fl
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections import defaultdict
@@ -50,6 +49,8 @@ class GiGPOModule(L.LightningModule):
         seed: the run's seed (training seeds of env groups and sampling derive from it).
         eval_every / eval_episodes / eval_greedy: evaluation schedule and policy.
         sample_every: write a JSONL sample of trajectories every this many iterations (0: never).
+        max_env_steps: stop after the iteration that reaches this many training env steps (None: no limit),
+            so that estimators are compared at equal env-step budgets.
     """
 
     def __init__(
@@ -69,12 +70,13 @@ class GiGPOModule(L.LightningModule):
         eval_episodes: int = 16,
         eval_greedy: bool = True,
         sample_every: int = 0,
+        max_env_steps: int | None = None,
     ) -> None:
         super().__init__()
         self.policy = policy
         self.reference = None
         if loss.needs_reference:
-            self.reference = copy.deepcopy(policy).eval().requires_grad_(False)
+            self.reference = policy.make_reference()  # a frozen copy; with LoRA the adapter-free base, no copy
         self.estimator, self.loss_fn = estimator, loss
         self.collector, self.engine = collector, engine
         self.optimizer_factory = optimizer
@@ -82,6 +84,7 @@ class GiGPOModule(L.LightningModule):
         self.seed = seed
         self.eval_every, self.eval_episodes, self.eval_greedy = eval_every, eval_episodes, eval_greedy
         self.sample_every = sample_every
+        self.max_env_steps = max_env_steps
         self.env_steps_total = 0
         self.mlflow_run_id: str | None = None
         #: (step, metrics) pairs waiting for the tracking callback; ``samples`` JSONL text by iteration.
@@ -126,7 +129,10 @@ class GiGPOModule(L.LightningModule):
             self.pending_metrics.append((it, self.evaluate()))
 
         t0 = time.perf_counter()
-        seeds = [self.seed * 10_000_000 + it * self.groups + b for b in range(self.groups)]
+        # each rank of a multi-process run collects its own B groups: iteration it, rank r -> (it * world + r) * B
+        world, rank = (self.trainer.world_size, self.global_rank) if self._trainer is not None else (1, 0)
+        first = (it * world + rank) * self.groups
+        seeds = [self.seed * 10_000_000 + first + b for b in range(self.groups)]
         batch, rollout = self.collector.collect(seeds, gen)
         self._score(batch)
         t1 = time.perf_counter()
@@ -205,6 +211,9 @@ class GiGPOModule(L.LightningModule):
         step = self.current_epoch
         self.pending_metrics.append((step, metrics))
         last = self.trainer.max_epochs is not None and step + 1 >= self.trainer.max_epochs
+        if self.max_env_steps is not None and self.env_steps_total >= self.max_env_steps:
+            self.trainer.should_stop = True  # the env-step budget is spent: stop after this iteration
+            last = True
         if self.eval_every > 0 and last:
             self.pending_metrics.append((step + 1, self.evaluate()))
 
