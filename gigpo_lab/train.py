@@ -131,9 +131,10 @@ def _build_module(cfg: DictConfig):
 def _build_trainer(cfg: DictConfig, out: Path, tracker):
     """The Lightning Trainer and its callbacks: iteration logging, checkpoints, progress bar."""
     import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint, OnExceptionCheckpoint, RichProgressBar
+    from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
     from gigpo_lab.tracking.callback import IterationLogger
+    from gigpo_lab.training.checkpointing import ExceptionCheckpoint
 
     ckpt_dir = out / "checkpoints"
     logger_cb = IterationLogger(tracker)
@@ -147,7 +148,7 @@ def _build_trainer(cfg: DictConfig, out: Path, tracker):
             save_last=True,
             save_on_train_epoch_end=True,
         ),
-        OnExceptionCheckpoint(dirpath=ckpt_dir),
+        ExceptionCheckpoint(ckpt_dir),
     ]
     if cfg.trainer.progress_bar:
         callbacks.append(RichProgressBar())

@@ -122,7 +122,8 @@ def test_a_failing_run_is_marked_failed_and_keeps_a_checkpoint(tmp_path, tiny_ov
         train(cfg)
     _, run = _run(cfg.tracking.uri)
     assert run.info.status == "FAILED"
-    assert list((tmp_path / "out" / "checkpoints").glob("*.ckpt"))
+    assert "error" in run.data.tags
+    assert (tmp_path / "out" / "checkpoints" / "on_exception.ckpt").is_file()
 
 
 @pytest.mark.parametrize(
@@ -177,3 +178,10 @@ def test_env_step_budget_stops_the_run(tiny_overrides):
     assert [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")] == [0]
     assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/success_rate")] == [0, 1]
     assert metrics["rollout/env_steps_total"] >= 1
+
+
+def test_a_fresh_run_in_a_used_folder_does_not_resume_silently(tiny_overrides):
+    first = train(compose_config(tiny_overrides))
+    second = train(compose_config(tiny_overrides))  # same output_dir, which now holds last.ckpt
+    assert second["rollout/env_steps_total"] == first["rollout/env_steps_total"]
+    assert second["train/loss"] == first["train/loss"]
