@@ -13,6 +13,9 @@ Positions count real tokens only (``cumsum(mask) - 1``), so a row's numbers do n
 
 from __future__ import annotations
 
+import contextlib
+import copy
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -74,6 +77,22 @@ class Policy(torch.nn.Module):
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
+
+    def make_reference(self) -> Any:
+        """The frozen reference that the KL term is measured against: anything with this policy's ``logprobs``.
+
+        Here a deep copy in eval mode with gradients off (a second copy of the weights). A policy that can
+        score as its own starting point overrides it: with LoRA, ``HFPolicy`` returns a view that runs this very
+        module with its adapters disabled (``gigpo_lab.policy.lora.AdapterFreeReference``), so no copy is made.
+        """
+        return copy.deepcopy(self).eval().requires_grad_(False)
+
+    @contextlib.contextmanager
+    def adapters_disabled(self) -> Iterator[None]:
+        """Inside the block the policy computes its base model (adapters off). A policy without adapters has
+        no base to fall back to, so this raises instead of silently scoring the trained weights."""
+        raise NotImplementedError(f"{type(self).__name__} has no adapters to disable")
+        yield  # pragma: no cover
 
     def logprobs(
         self,

@@ -15,14 +15,24 @@ The anchor is not used: an LLM reads the full observation.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from gigpo_lab.policy.base import Policy, position_ids_from_mask
+from gigpo_lab.policy.lora import (
+    AdapterFreeReference,
+    LoraSettings,
+    adapters_disabled,
+    apply_lora,
+    base_model,
+    is_peft,
+    merged_state_dict,
+)
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent in a text game. Each turn you read an observation of the game. "
@@ -58,12 +68,16 @@ class HFTokenizer:
 
 
 class HFPolicy(Policy):
-    """``AutoModelForCausalLM`` + tokenizer.
+    """``AutoModelForCausalLM`` + tokenizer (the model optionally wrapped in peft LoRA adapters).
 
     Args:
-        model: the causal LM. tokenizer: the ``transformers`` tokenizer.
+        model: the causal LM (or its peft wrapper). tokenizer: the ``transformers`` tokenizer.
         system_prompt: the task description. history_window: past (observation, action) pairs kept.
         use_chat_template: use the tokenizer's chat template when it has one.
+
+    Attributes:
+        build_args: how ``build_hf_policy`` made it (``path``, ``dtype``, ``lora``); saved in every checkpoint
+            as the module's extra state, so ``gigpo_lab.policy.export`` can rebuild it from the checkpoint.
     """
 
     default_max_new_tokens = 32
@@ -86,10 +100,43 @@ class HFPolicy(Policy):
         self.use_chat_template = use_chat_template and bool(getattr(tokenizer, "chat_template", None))
         max_positions = getattr(model.config, "max_position_embeddings", None) or 4096
         self.max_prompt_len = max(1, max_positions - self.default_max_new_tokens)
-        # transformers >= 5.2x names the KV cache `cache`; older versions `past_key_values`.
-        self._cache_name = (
-            "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        )
+        # transformers >= 5.2x names the KV cache `cache`; older versions `past_key_values` (a peft wrapper
+        # passes keywords through, so ask the model inside it).
+        forward_params = inspect.signature(base_model(model).forward).parameters
+        self._cache_name = "cache" if "cache" in forward_params else "past_key_values"
+        self.build_args: dict[str, Any] = {}
+
+    @property
+    def lora_enabled(self) -> bool:
+        """Whether the model carries LoRA adapters (then only they train)."""
+        return is_peft(self.model)
+
+    def make_reference(self) -> Any:
+        """With LoRA: this module with its adapters disabled (no copy). Otherwise a frozen deep copy."""
+        if self.lora_enabled:
+            return AdapterFreeReference(self)
+        return super().make_reference()
+
+    @contextlib.contextmanager
+    def adapters_disabled(self) -> Iterator[None]:
+        """Inside the block the policy is its base model (LoRA adapters off)."""
+        if not self.lora_enabled:
+            raise NotImplementedError(
+                "this HFPolicy has no LoRA adapters to disable (model.lora.enabled=false)"
+            )
+        with adapters_disabled(self.model):
+            yield
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """The weights as a plain ``AutoModelForCausalLM`` of the base architecture names them, LoRA merged
+        (what the vLLM engine loads and the export writes); the policy is not changed."""
+        return merged_state_dict(self.model)
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return dict(self.build_args)
+
+    def set_extra_state(self, state: Any) -> None:
+        self.build_args = dict(state or {})
 
     def prompt_text(self, observation: str, history: list[tuple[str, str]]) -> str:
         """The prompt as text (chat template or plain fallback), ready for generation."""
@@ -152,16 +199,22 @@ def build_hf_policy(
     history_window: int = 2,
     use_chat_template: bool = True,
     gradient_checkpointing: bool = False,
+    lora: Mapping | None = None,
     vocabulary: Sequence[str] | None = None,
 ) -> HFPolicy:
     """Load ``AutoModelForCausalLM`` and ``AutoTokenizer`` from the local folder ``path``.
 
     Args:
-        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``: the parameters' dtype (also the adapters').
+            bfloat16 halves memory, but AdamW updates of ~1e-6 relative size vanish in bf16 weights; for full
+            fine-tuning on GPUs prefer float32 weights with ``trainer.precision=bf16-mixed``.
         system_prompt: the task description; None = ``DEFAULT_SYSTEM_PROMPT``.
         history_window: past (observation, action) pairs in the prompt.
         use_chat_template: use the tokenizer's chat template when it has one (else the plain-text layout).
-        gradient_checkpointing: recompute activations in backward (saves memory, costs time).
+        gradient_checkpointing: recompute activations in backward (saves memory, costs time); applies in
+            training mode only (rollouts run in eval mode with the KV cache).
+        lora: ``LoraSettings`` fields (``enabled``, ``r``, ``alpha``, ``dropout``, ``target_modules``); None or
+            ``enabled: false`` trains every weight.
         vocabulary: ignored; accepted so every model builder takes the trainer's ``vocabulary=``.
     """
     folder = Path(path).expanduser()
@@ -172,6 +225,7 @@ def build_hf_policy(
         )
     if dtype not in DTYPES:
         raise ValueError(f"model.dtype={dtype!r} is not one of {DTYPES}")
+    lora_settings = LoraSettings.from_config(lora)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -183,5 +237,16 @@ def build_hf_policy(
         )
         enable()
         model.config.use_cache = False
+    if lora_settings.enabled:
+        if gradient_checkpointing:
+            # the frozen embeddings give inputs without grad; checkpointed blocks still need a graph to recompute
+            model.enable_input_require_grads()
+        model = apply_lora(model, lora_settings)
     prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
-    return HFPolicy(model, tokenizer, prompt, history_window, use_chat_template)
+    policy = HFPolicy(model, tokenizer, prompt, history_window, use_chat_template)
+    policy.build_args = {
+        "path": str(folder.resolve()),
+        "dtype": dtype,
+        "lora": lora_settings.as_dict() if lora_settings.enabled else None,
+    }
+    return policy

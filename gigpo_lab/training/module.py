@@ -76,7 +76,9 @@ class GiGPOModule(L.LightningModule):
         self.policy = policy
         self.reference = None
         if loss.needs_reference:
-            self.reference = policy.make_reference()  # a frozen copy; with LoRA the adapter-free base, no copy
+            self.reference = (
+                policy.make_reference()
+            )  # a frozen copy; with LoRA the adapter-free base, no copy
         self.estimator, self.loss_fn = estimator, loss
         self.collector, self.engine = collector, engine
         self.optimizer_factory = optimizer

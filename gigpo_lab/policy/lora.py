@@ -1,0 +1,163 @@
+"""LoRA adapters (peft) on a Hugging Face causal LM, and the merged weights that leave the training process.
+
+With LoRA on, only the adapters train, and the KL reference is the same module with its adapters disabled,
+so no second copy of the base model is ever made::
+
+    policy(x)     = base(x) + (alpha / r) * B A x    adapters on  (training, sampling)
+    reference(x)  = base(x)                          adapters off (``AdapterFreeReference``)
+
+``merged_state_dict`` gives the weights a plain ``AutoModelForCausalLM`` of the base architecture would
+have (``W + (alpha / r) B A``, Hugging Face names); the vLLM engine loads them and the export writes them.
+peft is imported only here, when LoRA is asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+#: peft's key prefix of the wrapped model and the infix of a LoRA layer's original weight.
+PEFT_PREFIX = "base_model.model."
+BASE_LAYER = ".base_layer"
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """``model.lora`` of the config (see ``conf/model/hf.yaml``).
+
+    Attributes:
+        enabled: wrap the model in LoRA adapters; False trains every weight.
+        r: adapter rank (>= 1). alpha: scale numerator, the update is ``(alpha / r) B A``.
+        dropout: dropout on the adapters' input while training (0 = off).
+        target_modules: module names to adapt (e.g. ``[q_proj, v_proj]``), or ``"all-linear"`` (every linear
+            layer but the output head).
+    """
+
+    enabled: bool = False
+    r: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: Any = "all-linear"
+
+    @classmethod
+    def from_config(cls, lora: Mapping | None) -> LoraSettings:
+        """From the config node (None = disabled); unknown keys are refused with the valid ones listed."""
+        if lora is None:
+            return cls()
+        data = dict(lora)
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(
+                f"model.lora has unknown keys {sorted(unknown)}; valid: {list(cls.__dataclass_fields__)}"
+            )
+        settings = cls(**data)
+        if settings.enabled and settings.r < 1:
+            raise ValueError(f"model.lora.r={settings.r} must be >= 1")
+        if not 0.0 <= settings.dropout < 1.0:
+            raise ValueError(f"model.lora.dropout={settings.dropout} must be in [0, 1)")
+        return settings
+
+    def as_dict(self) -> dict[str, Any]:
+        target = self.target_modules
+        if not isinstance(target, str):
+            target = list(target)
+        return {**self.__dict__, "target_modules": target}
+
+
+def apply_lora(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Module:
+    """``model`` wrapped by peft with fresh adapters (B = 0, so the wrapped model starts equal to ``model``);
+    the base weights are frozen."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as err:  # pragma: no cover - peft is in the dev extra
+        raise ImportError("model.lora.enabled=true needs peft: pip install 'gigpo_lab[lora]'") from err
+    target = settings.target_modules
+    config = LoraConfig(
+        r=settings.r,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=target if isinstance(target, str) else list(target),
+    )
+    return get_peft_model(model, config)
+
+
+def is_peft(model: Any) -> bool:
+    """Whether ``model`` is a peft wrapper."""
+    return hasattr(model, "disable_adapter") and hasattr(model, "get_base_model")
+
+
+def base_model(model: Any) -> torch.nn.Module:
+    """The Hugging Face model inside a peft wrapper (or ``model`` itself)."""
+    return model.get_base_model() if is_peft(model) else model
+
+
+@contextlib.contextmanager
+def adapters_disabled(model: Any) -> Iterator[None]:
+    """Run ``model`` as its base model inside the block (a no-op without adapters)."""
+    if not is_peft(model):
+        yield
+        return
+    with model.disable_adapter():
+        yield
+
+
+@torch.no_grad()
+def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The weights of ``model`` as the plain base architecture names them, LoRA deltas merged in.
+
+    ``model`` itself is not changed (peft's ``merge_and_unload`` would merge in place). Without adapters this
+    is the model's own state dict (tensors shared, not copied).
+    """
+    if not is_peft(model):
+        return dict(model.state_dict())
+    deltas: dict[str, torch.Tensor] = {}
+    for name, module in model.named_modules():
+        if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
+            for adapter in getattr(module, "active_adapters", []):
+                if adapter in getattr(module, "lora_A", {}):
+                    key = _hf_name(f"{name}.weight")
+                    deltas[key] = deltas.get(key, 0) + module.get_delta_weight(adapter)
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in model.state_dict().items():
+        if ".lora_" in name:
+            continue
+        key = _hf_name(name)
+        out[key] = tensor + deltas[key].to(tensor.dtype) if key in deltas else tensor
+    return out
+
+
+def _hf_name(peft_name: str) -> str:
+    """``base_model.model.model.layers.0.q_proj.base_layer.weight`` -> ``model.layers.0.q_proj.weight``."""
+    name = peft_name.removeprefix(PEFT_PREFIX)
+    return name.replace(BASE_LAYER, "")
+
+
+class AdapterFreeReference:
+    """The KL reference of a LoRA policy: the policy's own module with its adapters disabled.
+
+    Not an ``nn.Module`` on purpose: it holds no parameters, so it adds nothing to checkpoints, to the
+    optimizer or to memory. ``logprobs`` has the signature of ``Policy.logprobs``.
+    """
+
+    def __init__(self, policy: Any):
+        self.policy = policy
+
+    @torch.no_grad()
+    def logprobs(self, *columns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with self.policy.adapters_disabled():
+            return self.policy.logprobs(*columns)
+
+    def eval(self) -> AdapterFreeReference:
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> AdapterFreeReference:
+        return self
+
+
+def lora_parameter_names(model: Any) -> Sequence[str]:
+    """Names of the trainable adapter parameters (empty without LoRA)."""
+    return [n for n, p in model.named_parameters() if p.requires_grad and ".lora_" in n]
