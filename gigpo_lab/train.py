@@ -156,6 +156,7 @@ def _build_trainer(cfg: DictConfig, out: Path, tracker):
         max_epochs=cfg.trainer.iterations,
         accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices,
+        strategy=_strategy(cfg.trainer.strategy),
         precision=cfg.trainer.precision,
         gradient_clip_val=cfg.trainer.gradient_clip_val,
         callbacks=callbacks,
@@ -166,6 +167,13 @@ def _build_trainer(cfg: DictConfig, out: Path, tracker):
         default_root_dir=str(out),
     )
     return logger_cb, trainer
+
+
+def _strategy(node):
+    """Lightning's ``strategy``: a name (auto | ddp | ddp_spawn | fsdp) or a ``_target_`` node (e.g. FSDPStrategy)."""
+    from hydra.utils import instantiate
+
+    return instantiate(node) if OmegaConf.is_config(node) else node
 
 
 def _print_summary(metrics: dict[str, float], uri: str, run_id: str, ckpt_dir: Path) -> None:
