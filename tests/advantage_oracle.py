@@ -14,7 +14,7 @@ Conventions fixed by the contract and mirrored here (not derived from the vector
 
 from __future__ import annotations
 
-import math
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -38,12 +38,11 @@ class Row:
 
 
 def _mean(xs):
-    return sum(xs) / len(xs)
+    return statistics.mean(xs)  # exact (rational arithmetic), then rounded once
 
 
 def _std(xs):
-    m = _mean(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    return statistics.stdev(xs)  # unbiased (N - 1); exactly 0 for equal values
 
 
 def _norm(x, entries, mode, eps, singleton):

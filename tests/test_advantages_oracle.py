@@ -41,10 +41,16 @@ PARAMS = {
 
 
 def assert_matches_oracle(name: str, rows: list[Row], params: dict) -> None:
+    """Equal to 1e-6 absolute, or 1e-7 relative for the huge values of near-zero-std groups.
+
+    Under mean_std_norm a group whose entries are equal but whose rows differ (a penalty under
+    normalize_over=trajectories) divides by eps = 1e-6 and reaches 1e5; a rounding of 1e-15 in a std is
+    then a relative change of 1e-9, which no implementation can avoid.
+    """
     got = compute_advantages(name, **columns(rows), **params)
     want = torch.tensor(ORACLES[name](rows, **params), dtype=torch.float64)
     assert got.dtype == torch.float64
-    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-6, msg=lambda m: f"{name} {params}\n{rows}\n{m}")
+    torch.testing.assert_close(got, want, rtol=1e-7, atol=1e-6, msg=lambda m: f"{name} {params}\n{rows}\n{m}")
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))

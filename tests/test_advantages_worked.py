@@ -117,3 +117,17 @@ def test_gigpo_step_index_by_hand():
     std = (100 / 3) ** 0.5  # unbiased std of (10, 0, 10)
     scaled = compute_advantages("gigpo_step_index", **cols(), scale_by_std=True)
     close(scaled, [x / (std + 1e-6) for x in [a] * 3 + [b] * 4 + [c] * 2], atol=1e-9)
+
+
+def test_trajectories_mode_with_equal_returns_divides_the_penalty_by_eps():
+    """Documented contract behaviour: equal R(tau) give std 0, so an invalid row gets -p / eps = -1e5."""
+    c = {
+        "rewards": torch.tensor([5.5, 5.5, 5.5], dtype=torch.float64),
+        "group_ids": torch.zeros(3, dtype=torch.int64),
+        "traj_ids": torch.tensor([0, 1, 2]),
+        "invalid": torch.tensor([False, False, True]),
+    }
+    adv = compute_advantages("grpo", **c, mode="mean_std_norm", normalize_over="trajectories")
+    close(adv, [0.0, 0.0, -0.1 / 1e-6], atol=1e-6)
+    rows_mode = compute_advantages("grpo", **c, mode="mean_std_norm")  # the penalty enters the std
+    assert abs(float(rows_mode[2])) < 2.0
