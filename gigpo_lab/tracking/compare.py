@@ -307,7 +307,6 @@ def print_table(rows: Sequence[Row], metric: str = DEFAULT_METRIC, title: str = 
 
 
 def write_report(
-    records: Sequence[RunRecord],
     rows: Sequence[Row],
     out_dir: str | Path,
     *,
@@ -368,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows, args.metric, title=title)
     parent = report_parent(records)
     out = Path(args.out) if args.out else Path("compare") / label.replace("/", "_")
-    written = write_report(records, rows, out, metric=args.metric, title=title, uri=uri, parent_run_id=parent)
+    written = write_report(rows, out, metric=args.metric, title=title, uri=uri, parent_run_id=parent)
     where = (
         f"; logged under compare/ on parent run {parent}" if parent else " (no single sweep parent to log to)"
     )
