@@ -12,7 +12,7 @@ import sys
 #: sub-command -> (module:function, one-line help). The function takes the remaining argv.
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("gigpo_lab.train:main", "train an agent (Hydra overrides; -m for a multirun sweep)"),
-    "compare": ("gigpo_lab.tracking.compare:main", "table (mean ± std, 95% CI over seeds) and plots of a sweep"),
+    "compare": ("gigpo_lab.tracking.compare:main", "table over seeds (mean ± std, 95% CI) and plots"),
     "ui": ("gigpo_lab.ui:main", "the MLflow UI on 127.0.0.1, on the lab's store"),
 }
 
