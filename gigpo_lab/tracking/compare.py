@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     """``gigpo-lab compare (--experiment NAME | --sweep-id ID) [--store URI] [--out DIR] [--metric KEY]``."""
     parser = argparse.ArgumentParser(
         prog="gigpo-lab compare",
-        description="Compare configurations over seeds (mean ± std, 95%% t CI) and plot learning curves.",
+        description="Compare configurations over seeds (mean ± std, 95% t CI) and plot learning curves.",
     )
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--experiment", help="MLflow experiment name, e.g. gigpo-step-weight")
