@@ -66,6 +66,13 @@ def test_two_iteration_smoke_run_per_estimator(estimator, tiny_overrides, tmp_pa
     # eval at iterations 0, 1 and after the last one
     assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/success_rate")] == [0, 1, 2]
     assert run.data.params["estimator._target_"] == cfg.estimator._target_
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.yaml", "samples", "checkpoints"} <= artifacts
+    samples = {a.path for a in client.list_artifacts(run.info.run_id, "samples")}
+    assert samples == {"samples/iteration_00000.jsonl", "samples/iteration_00001.jsonl"}
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")] == [
+        "checkpoints/last.ckpt"
+    ]
     # the policy's parameters changed: the final checkpoint differs from the deterministic initialisation
     from hydra.utils import instantiate
 
@@ -185,3 +192,25 @@ def test_a_fresh_run_in_a_used_folder_does_not_resume_silently(tiny_overrides):
     second = train(compose_config(tiny_overrides))  # same output_dir, which now holds last.ckpt
     assert second["rollout/env_steps_total"] == first["rollout/env_steps_total"]
     assert second["train/loss"] == first["train/loss"]
+
+
+def test_an_hf_model_trains_end_to_end(tiny_overrides, tmp_path):
+    """``model=hf`` on a tiny random Qwen2 saved by the test (no hub): chat prompts, 8-token responses."""
+    from hf_tiny import build_tiny_hf_model
+
+    path = build_tiny_hf_model(tmp_path / "hf")
+    cfg = compose_config(
+        [
+            *tiny_overrides,
+            "model=hf",
+            f"model.path={path}",
+            "rollout.max_new_tokens=8",
+            "trainer.iterations=1",
+            "loss.kl_coef=0.0",
+            "estimator=grpo",
+        ]
+    )
+    metrics = train(cfg)
+    assert metrics["rollout/tokens"] > 0 and "train/loss" in metrics
+    _, run = _run(cfg.tracking.uri)
+    assert run.info.status == "FINISHED" and run.data.tags["model"] != "tiny"
