@@ -187,6 +187,7 @@ class GiGPOModule(L.LightningModule):
             ("train/approx_kl", out.approx_kl),
         ):
             self._train_stats[key].append(float(value.detach()))
+        self.log("iter", float(self.current_epoch), prog_bar=True, logger=False)
         self.log(
             "succ", self._iter_metrics.get("rollout/success_rate", math.nan), prog_bar=True, logger=False
         )
