@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import warnings
 from functools import partial
 from pathlib import Path
 
@@ -136,6 +137,8 @@ def _build_trainer(cfg: DictConfig, out: Path, tracker):
     from gigpo_lab.tracking.callback import IterationLogger
     from gigpo_lab.training.checkpointing import ExceptionCheckpoint
 
+    # the frozen reference model is in eval mode on purpose; Lightning warns about any module in eval mode
+    warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode", category=UserWarning)
     ckpt_dir = out / "checkpoints"
     logger_cb = IterationLogger(tracker)
     callbacks = [
