@@ -221,6 +221,11 @@ def main(argv: list[str] | None = None) -> None:
     register_schemas()
     sys.argv = [sys.argv[0], *args]
     hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
+    from gigpo_lab.tracking.sweep import FAILED_SWEEPS
+
+    if FAILED_SWEEPS:
+        sys.stderr.write("\n".join(FAILED_SWEEPS) + "\n")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

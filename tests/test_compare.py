@@ -215,11 +215,6 @@ def test_curves_average_the_seeds_at_each_eval(sweep):
     assert curve.env_steps[0] == 0 and curve.env_steps[-1] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Hydra 1.3 turns exceptions raised in callbacks' on_multirun_end into warnings, so the "
-    "sweep callback's RuntimeError does not reach the exit status (the parent run is marked FAILED)",
-)
 def test_a_sweep_with_a_failed_job_exits_non_zero(omega_sweep):
     assert "1 of 3 jobs" in omega_sweep.stderr_tail  # the callback did raise, after the other jobs
     assert omega_sweep.returncode != 0

@@ -4,7 +4,8 @@
 first job it creates the parent run and exports its id and the sweep id in the environment, which the
 jobs inherit whatever the launcher (in-process, joblib workers, submitit/SLURM with the default
 ``--export=ALL``). After the last job it tags the parent with the jobs' outcome and closes it; if any job
-failed, it marks the parent FAILED and exits non-zero, once every other job has finished.
+failed, it marks the parent FAILED and records the failure, and ``gigpo-lab train`` exits non-zero once
+every other job has finished.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ SWEEP_ENV = "GIGPO_LAB_SWEEP_ID"
 ROLE_TAG = "gigpo_lab.role"
 
 log = logging.getLogger(__name__)
+
+#: Failure messages of the sweeps this process ran. Hydra 1.3 turns an exception raised in a callback into a
+#: warning, so ``gigpo_lab.train.main`` reads this after Hydra returns and exits non-zero.
+FAILED_SWEEPS: list[str] = []
 
 
 def sweep_context() -> tuple[str | None, str | None]:
@@ -72,7 +77,9 @@ class MlflowSweepCallback(Callback):
         self.tracker.set_tags({"jobs": len(statuses), "jobs_failed": failed})
         self.tracker.end("FAILED" if failed else "FINISHED")
         if failed:
-            raise RuntimeError(
+            message = (
                 f"{failed} of {len(statuses)} jobs of sweep {sweep_id} failed; the others finished. "
                 f"See `gigpo-lab compare --sweep-id {sweep_id}` and each failed run's log"
             )
+            log.error(message)
+            FAILED_SWEEPS.append(message)
