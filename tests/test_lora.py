@@ -140,6 +140,7 @@ def test_lora_run_trains_only_adapters(model_dir, tiny_overrides, tmp_path):
             "trainer.optimizer.lr=0.01",
             "rollout.max_new_tokens=4",
             "loss.kl_coef=0.1",
+            "loss.entropy_coef=0.01",  # a gradient even when every advantage is 0 (the random model never wins)
         ]
     )
     metrics = train(cfg)
@@ -148,8 +149,17 @@ def test_lora_run_trains_only_adapters(model_dir, tiny_overrides, tmp_path):
         "state_dict"
     ]
     assert not any(k.startswith("reference.") for k in state)
-    initial = build_hf_policy(str(model_dir), lora={**LORA, "target_modules": "all-linear"}).state_dict()
+    lora = {**LORA, "r": 4, "alpha": 16, "target_modules": "all-linear", "seed": 0}
+    initial = build_hf_policy(str(model_dir), lora=lora).state_dict()  # the run's initialisation, exactly
     final = {k[len("policy.") :]: v for k, v in state.items() if k.startswith("policy.")}
     assert set(initial) == set(final)
     moved = {k for k in initial if k != "_extra_state" and not torch.equal(initial[k], final[k])}
-    assert moved and all(".lora_" in k for k in moved)
+    assert any(".lora_B." in k for k in moved) and all(".lora_" in k for k in moved)
+
+
+def test_adapter_initialisation_follows_the_seed_and_leaves_the_global_rng(model_dir):
+    state = torch.random.get_rng_state()
+    a, b, c = (build_hf_policy(str(model_dir), lora={**LORA, "seed": s}).state_dict() for s in (0, 0, 1))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    key = next(k for k in a if ".lora_A." in k)
+    assert torch.equal(a[key], b[key]) and not torch.equal(a[key], c[key])

@@ -35,6 +35,7 @@ class LoraSettings:
         dropout: dropout on the adapters' input while training (0 = off).
         target_modules: module names to adapt (e.g. ``[q_proj, v_proj]``), or ``"all-linear"`` (every linear
             layer but the output head).
+        seed: initialisation seed of the adapters' A matrices (B starts at 0); the global RNG is left untouched.
     """
 
     enabled: bool = False
@@ -42,6 +43,7 @@ class LoraSettings:
     alpha: float = 16.0
     dropout: float = 0.0
     target_modules: Any = "all-linear"
+    seed: int = 0
 
     @classmethod
     def from_config(cls, lora: Mapping | None) -> LoraSettings:
@@ -82,7 +84,9 @@ def apply_lora(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Modul
         lora_dropout=settings.dropout,
         target_modules=target if isinstance(target, str) else list(target),
     )
-    return get_peft_model(model, config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(settings.seed)
+        return get_peft_model(model, config)
 
 
 def is_peft(model: Any) -> bool:
