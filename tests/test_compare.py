@@ -202,17 +202,20 @@ def test_cli_writes_the_table_plots_and_parent_artifacts(sweep, tmp_path):
     assert {"compare.md", "learning_curves.png"} <= logged
 
 
-def test_curves_average_the_seeds_at_each_eval(sweep):
+def test_curves_average_the_seeds_at_equal_env_steps(sweep):
     records = [r for r in load_runs(sweep.uri, experiment=sweep.experiment) if r.estimator == "grpo"]
     curve = mean_curve("grpo", records, "eval/success_rate")
     client = MlflowClient(tracking_uri=sweep.uri)
-    histories = [
-        {m.step: m.value for m in client.get_metric_history(r.run_id, "eval/env_steps_total")}
-        for r in records
-    ]
-    assert curve.steps == [0, 1, 2] and curve.n == 2
-    assert curve.env_steps == [pytest.approx(statistics.mean(h[s] for h in histories)) for s in curve.steps]
-    assert curve.env_steps[0] == 0 and curve.env_steps[-1] > 0
+    seeds = []  # each seed as sorted (env steps, value) pairs, read back independently
+    for r in records:
+        xs = {m.step: m.value for m in client.get_metric_history(r.run_id, "eval/env_steps_total")}
+        ys = {m.step: m.value for m in client.get_metric_history(r.run_id, "eval/success_rate")}
+        seeds.append(sorted((xs[s], ys[s]) for s in ys))
+    assert curve.n == 2 and curve.env_steps[0] == 0
+    assert curve.env_steps[-1] == min(seed[-1][0] for seed in seeds)  # no tail with fewer seeds
+    for x, mean in zip(curve.env_steps, curve.mean, strict=True):
+        held = [[v for xi, v in seed if xi <= x][-1] for seed in seeds]  # each seed's latest eval at x
+        assert mean == pytest.approx(statistics.mean(held))
 
 
 def test_a_sweep_with_a_failed_job_exits_non_zero(omega_sweep):

@@ -1,6 +1,7 @@
 """PNG plots for ``gigpo-lab compare``: learning curves and the ω ablation, drawn with matplotlib's Agg canvas.
 
-``mean_curve`` averages the seeds' curves (pure Python, testable without matplotlib). matplotlib is imported inside the functions (so ``compare``'s table costs nothing of it), and the figures
+``mean_curve`` averages the seeds' curves at equal env steps (pure Python, testable without matplotlib).
+matplotlib is imported inside the functions (so ``compare``'s table costs nothing of it), and the figures
 are built with the object API on an explicit ``FigureCanvasAgg``: no pyplot, no global backend switch,
 safe in a headless process or next to a notebook's own backend.
 """
@@ -19,30 +20,54 @@ EVAL_STEPS = "eval/env_steps_total"  # cumulative training env steps at each eva
 
 @dataclass
 class Curve:
-    """A configuration's mean learning curve over its seeds, at the eval steps all seeds logged."""
+    """A configuration's mean learning curve over its seeds.
+
+    With env steps (the usual case) the curve is sampled at every env-step count at which some seed
+    evaluated, up to the smallest final count over seeds, each seed holding its latest eval value (a step
+    function), so seeds that evaluate at different env steps are averaged at equal env steps and every point
+    has all n seeds. Without env steps, the seeds are averaged at the iterations all of them logged.
+    """
 
     label: str
-    steps: list[int]
-    env_steps: list[float] | None  # mean eval/env_steps_total per step; None if a seed lacks it
+    steps: list[int]  # iteration of each point (the eval step; with env steps: the point's index)
+    env_steps: list[float] | None  # the x of each point; None if a seed lacks eval/env_steps_total
     mean: list[float]
     std: list[float]  # sample std over seeds (NaN with one seed)
     n: int
 
 
+def _value_at(history: dict[float, float], x: float) -> float:
+    """The latest value of a step function {env_steps: value} at or before ``x``."""
+    return history[max(k for k in history if k <= x)]
+
+
 def mean_curve(label: str, runs: Sequence, metric: str, x_key: str = EVAL_STEPS) -> Curve | None:
-    """Average the seeds' curves step by step, over the steps every seed has (so no tail of fewer seeds).
+    """Average the seeds' curves at equal env steps (or at equal iterations when env steps are missing).
 
     Args:
         runs: the finished seeds, each with ``history: {metric: {step: value}}`` (``compare.RunRecord``).
-        x_key: the x metric, averaged over seeds at each step; the curve has no x (None) if a seed lacks it.
+        x_key: the cumulative env-step metric logged with each eval.
     """
     if not runs or any(not r.history.get(metric) for r in runs):
         return None
-    steps = sorted(set.intersection(*(set(r.history[metric]) for r in runs)))
-    summaries = [summarize_values([r.history[metric][s] for r in runs]) for s in steps]
-    have_x = all(s in r.history.get(x_key, {}) for r in runs for s in steps)
-    env_steps = [sum(r.history[x_key][s] for r in runs) / len(runs) for s in steps] if have_x else None
-    return Curve(label, steps, env_steps, [s.mean for s in summaries], [s.std for s in summaries], len(runs))
+    have_x = all(set(r.history[metric]) <= set(r.history.get(x_key, {})) for r in runs)
+    if not have_x:
+        steps = sorted(set.intersection(*(set(r.history[metric]) for r in runs)))
+        summaries = [summarize_values([r.history[metric][s] for r in runs]) for s in steps]
+        return Curve(label, steps, None, [m.mean for m in summaries], [m.std for m in summaries], len(runs))
+    by_x = [{r.history[x_key][s]: v for s, v in r.history[metric].items()} for r in runs]
+    end = min(max(h) for h in by_x)
+    start = max(min(h) for h in by_x)  # every seed has a value from here on
+    grid = sorted({x for h in by_x for x in h if start <= x <= end})
+    summaries = [summarize_values([_value_at(h, x) for h in by_x]) for x in grid]
+    return Curve(
+        label,
+        list(range(len(grid))),
+        grid,
+        [m.mean for m in summaries],
+        [m.std for m in summaries],
+        len(runs),
+    )
 
 
 def _figure(width: float = 7.0, height: float = 4.5):
