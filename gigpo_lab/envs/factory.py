@@ -13,6 +13,7 @@ Bad input fails here, before any rollout, with a message that names the fix.
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -38,6 +39,21 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         return [_plain(v) for v in value]
     return value
+
+
+def _import_module_of(env_id: Any) -> Any:
+    """gymnasium's ``"module:EnvName-v0"`` form: import ``module`` (which registers the id); the bare id."""
+    if not isinstance(env_id, str) or ":" not in env_id:
+        return env_id
+    module, _, bare = env_id.partition(":")
+    try:
+        importlib.import_module(module)
+    except ImportError as err:
+        raise ValueError(
+            f"Env id {env_id!r}: module {module!r} does not import ({err}). Put the folder that holds it on "
+            "PYTHONPATH, e.g. `PYTHONPATH=. gigpo-lab train env.id=...`."
+        ) from err
+    return bare
 
 
 def _check_id(env_id: Any) -> gym.envs.registration.EnvSpec:
@@ -78,7 +94,8 @@ def make_env(
     Args:
         id: a registered gigpo_lab id (``gigpo_lab/FrozenLake-v0``, ``gigpo_lab/Sokoban-v0``,
             ``gigpo_lab/Household-v0``, ``gigpo_lab/GymDiscrete-v0``) or any other gymnasium id with a
-            Discrete action space, which is then adapted by ``gigpo_lab/GymDiscrete-v0``.
+            Discrete action space, which is then adapted by ``gigpo_lab/GymDiscrete-v0``. As in
+            ``gymnasium.make``, ``"module:EnvName-v0"`` first imports ``module`` (which registers the id).
         max_turns: turns per episode, valid and invalid alike; the wrapper truncates at this turn and
             the same value is gymnasium's ``max_episode_steps``.
         action_pattern: regex with one capture group that extracts the action from the model's text.
@@ -92,6 +109,7 @@ def make_env(
         TypeError: a kwarg the env does not take (the message lists the valid ones).
     """
     kwargs = _plain(kwargs)
+    id = _import_module_of(id)
     spec = _check_id(id)
     if spec.namespace == NAMESPACE:
         target, ctor_kwargs = id, kwargs
