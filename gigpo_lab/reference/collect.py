@@ -290,21 +290,47 @@ def _enum_choices(node) -> tuple[str, ...] | None:
     return None
 
 
-def global_option(group: str, path: Path) -> Option:
-    """An override file (``# @package _global_``): the keys it sets, as written."""
+def _raw_type(value: object) -> str:
+    if value is None or value == "???":
+        return "—"
+    if isinstance(value, str) and "${" in value:
+        return "interpolation"
+    return {dict: "mapping", list: "list"}.get(type(value), type(value).__name__)
+
+
+def raw_option(group: str, path: Path, *, typed: bool) -> Option:
+    """An option listed as written, not composed: an override file (``# @package _global_``, untyped), or an
+    option of one of Hydra's own groups (``conf/hydra/...``, typed from the values), whose schema comes from
+    a plugin that may not be installed, so that CONFIG.md does not depend on the machine."""
     parsed = parse_file(path)
-    rows = []
+    rows, notes = [], []
     for e in parsed.entries:
-        if e.path == ("defaults",) or (e.container and e.path[0] != "defaults"):
+        if e.path == ("defaults",) or isinstance(e.path[-1], int) and e.path[0] != "defaults":
             continue
         if e.path[0] == "defaults":
             value = (
                 e.value if isinstance(e.value, str) else ", ".join(f"{k}: {v}" for k, v in e.value.items())
             )
-            rows.append(Row("defaults", "", str(value), "", e.comment))
-        elif not isinstance(e.path[-1], int):
+            if typed:
+                why = f": {e.comment.rstrip('.')}" if e.comment else ""
+                notes.append(f"Starts from `{value}`{why}.")
+            else:
+                rows.append(Row("defaults", "", str(value), "", e.comment))
+        elif typed:
+            type_ = _raw_type(e.value)
+            choices = (
+                comment_choices(e.comment, e.value) if type_ not in ("bool", "mapping", "list") else None
+            )
+            default = "" if e.container and e.value else flow(e.value)
+            rows.append(
+                Row(dotted(e.path), type_, default, ", ".join(f"`{c}`" for c in choices or ()), e.comment)
+            )
+        elif not e.container:
             rows.append(Row(dotted(e.path), "", flow(e.value), "", e.comment))
-    return Option(group, path.stem, path, parsed, rows, [])
+    if typed:
+        package = parsed.package or group.replace("/", ".")
+        notes.insert(0, f"An option of Hydra's `{group}` group (package `{package}`), listed as written.")
+    return Option(group, path.stem, path, parsed, rows, notes)
 
 
 def _root_rows(root: Path, top: CommentedYaml) -> tuple[list[Row], list[Row]]:
@@ -341,10 +367,12 @@ def collect(root: Path | None = None) -> Reference:
     for path in sorted(conf.rglob("*.yaml")):
         if path.parent != conf:
             group = path.parent.relative_to(conf).as_posix()
-            groups.setdefault(group, []).append(group_option(group, path))
+            hydra_own = group.split("/")[0] == "hydra"
+            option = raw_option(group, path, typed=True) if hydra_own else group_option(group, path)
+            groups.setdefault(group, []).append(option)
     for group in GLOBAL_GROUPS:
         for path in sorted((root / group).glob("*.yaml")):
-            groups.setdefault(group, []).append(global_option(group, path))
+            groups.setdefault(group, []).append(raw_option(group, path, typed=False))
     order = list(defaults)
     ranked = sorted(groups, key=lambda g: (order.index(g) if g in order else len(order), g))
     run_keys, hydra_keys = _root_rows(root, top)

@@ -97,7 +97,7 @@ def render(ref: Reference) -> str:
                 "anywhere in the config, listed below as written."
             )
         else:
-            how += f"; set one of its keys with `{group}.KEY=VALUE`."
+            how += f"; set one of its keys with `{group.replace('/', '.')}.KEY=VALUE`."
         lead = f"{cell(comment)[:1].upper()}{cell(comment)[1:]}. " if comment else ""
         out += [f"{lead}{how}", ""]
         for opt in options:
