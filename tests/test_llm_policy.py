@@ -85,3 +85,13 @@ def test_default_reference_is_a_frozen_copy(model_dir):
     assert all(
         p.data_ptr() != q.data_ptr() for p, q in zip(policy.parameters(), reference.parameters(), strict=True)
     )
+
+
+def test_response_prefix_opens_the_answer_in_the_prompt_and_in_past_turns(model_dir):
+    policy = build_hf_policy(str(model_dir), response_prefix="<action>", history_window=1)
+    text = policy.prompt_text("now", [("before", "up</action>")])
+    assert text.endswith("<|im_start|>assistant\n<action>")
+    assert "<|im_start|>assistant\n<action>up</action><|im_end|>" in text
+    plain = build_hf_policy(str(model_dir), response_prefix="<action>", use_chat_template=False)
+    assert plain.prompt_text("now", []).endswith("Observation:\nnow\nAction: <action>")
+    assert build_hf_policy(str(model_dir)).prompt_text("now", []).endswith("assistant\n")

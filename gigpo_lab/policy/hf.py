@@ -11,6 +11,10 @@ Prompt, with the tokenizer's chat template (``add_generation_prompt=True``)::
 Without a chat template (or with ``use_chat_template=False``) the same turns are written as plain text:
 ``"{system}\\n\\nObservation:\\n{obs}\\nAction: {action}\\n\\n...Observation:\\n{obs}\\nAction: "``.
 The anchor is not used: an LLM reads the full observation.
+
+A ``response_prefix`` (e.g. ``"<action>"``) is written after the generation prompt, so the model's answer
+starts inside it (a small model that ignores the format then only has to name the action); past assistant
+turns show it too, and the env's ``action_pattern`` must then match a response that lacks it.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ class HFPolicy(Policy):
         model: the causal LM (or its peft wrapper). tokenizer: the ``transformers`` tokenizer.
         system_prompt: the task description. history_window: past (observation, action) pairs kept.
         use_chat_template: use the tokenizer's chat template when it has one.
+        response_prefix: text the assistant's turn starts with, part of the prompt ("" = none).
 
     Attributes:
         build_args: how ``build_hf_policy`` made it (``path``, ``dtype``, ``lora``); saved in every checkpoint
@@ -89,6 +94,7 @@ class HFPolicy(Policy):
         system_prompt: str,
         history_window: int = 2,
         use_chat_template: bool = True,
+        response_prefix: str = "",
     ):
         super().__init__()
         if history_window < 0:
@@ -98,6 +104,7 @@ class HFPolicy(Policy):
         self.system_prompt = system_prompt
         self.history_window = history_window
         self.use_chat_template = use_chat_template and bool(getattr(tokenizer, "chat_template", None))
+        self.response_prefix = response_prefix or ""
         max_positions = getattr(model.config, "max_position_embeddings", None) or 4096
         self.max_prompt_len = max(1, max_positions - self.default_max_new_tokens)
         # transformers >= 5.2x names the KV cache `cache`; older versions `past_key_values` (a peft wrapper
@@ -141,15 +148,17 @@ class HFPolicy(Policy):
     def prompt_text(self, observation: str, history: list[tuple[str, str]]) -> str:
         """The prompt as text (chat template or plain fallback), ready for generation."""
         past = history[-self.history_window :] if self.history_window else []
+        prefix = self.response_prefix
         if self.use_chat_template:
             messages = [{"role": "system", "content": self.system_prompt}]
             for past_observation, action in past:
                 messages.append({"role": "user", "content": past_observation})
-                messages.append({"role": "assistant", "content": action})
+                messages.append({"role": "assistant", "content": prefix + action})
             messages.append({"role": "user", "content": observation})
-            return self.tokenizer.hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        turns = [f"Observation:\n{o}\nAction: {a}\n\n" for o, a in past]
-        return f"{self.system_prompt}\n\n" + "".join(turns) + f"Observation:\n{observation}\nAction: "
+            text = self.tokenizer.hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return text + prefix
+        turns = [f"Observation:\n{o}\nAction: {prefix}{a}\n\n" for o, a in past]
+        return f"{self.system_prompt}\n\n" + "".join(turns) + f"Observation:\n{observation}\nAction: {prefix}"
 
     def build_prompt(self, observation: str, anchor: str, history: list[tuple[str, str]]) -> list[int]:
         """Token ids of ``prompt_text`` (the plain fallback adds the tokenizer's own BOS, if any), left-truncated
@@ -200,6 +209,7 @@ def build_hf_policy(
     use_chat_template: bool = True,
     gradient_checkpointing: bool = False,
     lora: Mapping | None = None,
+    response_prefix: str | None = None,
     vocabulary: Sequence[str] | None = None,
 ) -> HFPolicy:
     """Load ``AutoModelForCausalLM`` and ``AutoTokenizer`` from the local folder ``path``.
@@ -215,6 +225,7 @@ def build_hf_policy(
             training mode only (rollouts run in eval mode with the KV cache).
         lora: ``LoraSettings`` fields (``enabled``, ``r``, ``alpha``, ``dropout``, ``target_modules``); None or
             ``enabled: false`` trains every weight.
+        response_prefix: text the assistant's answer starts with, written into the prompt (None = none).
         vocabulary: ignored; accepted so every model builder takes the trainer's ``vocabulary=``.
     """
     folder = Path(path).expanduser()
@@ -243,7 +254,7 @@ def build_hf_policy(
             model.enable_input_require_grads()
         model = apply_lora(model, lora_settings)
     prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
-    policy = HFPolicy(model, tokenizer, prompt, history_window, use_chat_template)
+    policy = HFPolicy(model, tokenizer, prompt, history_window, use_chat_template, response_prefix or "")
     policy.build_args = {
         "path": str(folder.resolve()),
         "dtype": dtype,

@@ -110,6 +110,7 @@ def build_smollm2_policy(
     use_chat_template: bool = True,
     gradient_checkpointing: bool = False,
     lora: Mapping | None = None,
+    response_prefix: str | None = None,
     vocabulary: Sequence[str] | None = None,
 ) -> HFPolicy:
     """SmolLM2-135M-Instruct as an ``HFPolicy`` (see ``build_hf_policy`` for the arguments), from the cache
@@ -122,4 +123,5 @@ def build_smollm2_policy(
         use_chat_template=use_chat_template,
         gradient_checkpointing=gradient_checkpointing,
         lora=lora,
+        response_prefix=response_prefix,
     )

