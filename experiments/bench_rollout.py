@@ -14,12 +14,16 @@ of its lead comes from running identical prompts and the common prefix once. The
 stop, so it fills its 32-token budget every turn and the HF prompts grow with that noise in the history:
 later turns are prefill-bound on distinct text, where both engines do the same work.
 The tiny from-scratch GPT policy (one action word per turn) is measured with the torch engine for reference.
-A vllm column is added when ``vllm`` is importable (tokens/s only; there is no vLLM collector engine yet).
+When ``vllm`` is importable (``.venv-vllm``, see ``make test-vllm``) the ``VLLMEngine`` of ``rollout=vllm``
+joins the same interleaved measurement (both columns): float32, eager, its engine core in this process. vLLM's
+CPU worker pins this process's OpenMP threads when it starts, so it is started before any timing and every
+engine runs under the same pinning.
 
 Usage::
 
     .venv/bin/python experiments/bench_rollout.py                      # B=8 G=8, 32 new tokens, history 2
     .venv/bin/python experiments/bench_rollout.py --history-window 0 --threads 2 --repeats 5
+    VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python experiments/bench_rollout.py   # + the vLLM column
 """
 
 from __future__ import annotations
@@ -82,20 +86,9 @@ class HFGenerateEngine:
         """Shares the module."""
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:
-    """Median wall time of ``repeats`` calls after one warm-up call, and the last result."""
-    fn()
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
-
-
 def interleaved(fns: dict[str, object], repeats: int) -> dict[str, tuple[float, object]]:
-    """Like ``timed`` for several functions, called in turn (A B C A B C ...) so that load from other
-    processes hits them alike; median time and last result per name."""
+    """Median wall time of ``repeats`` calls after one warm-up call each, the functions called in turn
+    (A B C A B C ...) so that load from other processes hits them alike; median time and last result per name."""
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
@@ -141,24 +134,23 @@ def measure(runs: dict[str, tuple[object, object]], args) -> dict[str, tuple[flo
     }
 
 
-def vllm_tokens_per_s(path: Path, policy, args) -> str:
-    """Tokens/s of vLLM on the same prompts, or why there is none."""
+def vllm_engine(policy, sampling: SamplingParams):
+    """The ``rollout=vllm`` engine on the policy's folder (CPU settings), or None when vllm is not installed."""
     try:
-        import vllm
+        import vllm  # noqa: F401
     except ImportError:
-        return "not installed"
-    llm = vllm.LLM(str(path), dtype="float32", max_model_len=1024, enforce_eager=True)
-    params = vllm.SamplingParams(
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_tokens=args.max_new_tokens,
-        stop_token_ids=policy.stop_ids(),
-        logprobs=0,
+        return None
+    from gigpo_lab.rollout.vllm_engine import build_vllm_engine
+
+    return build_vllm_engine(
+        policy,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        max_new_tokens=sampling.max_new_tokens,
+        dtype="float32",
+        max_model_len=2048,
+        enforce_eager=True,
     )
-    prompt_ids, prompt_mask = frozenlake_prompts(policy, args.groups * args.group_size, args.group_size)
-    prompts = [{"prompt_token_ids": ids[m].tolist()} for ids, m in zip(prompt_ids, prompt_mask, strict=True)]
-    seconds, outputs = timed(lambda: llm.generate(prompts, params, use_tqdm=False), args.repeats)
-    return f"{sum(len(o.outputs[0].token_ids) for o in outputs) / seconds:,.0f}"
 
 
 def main() -> None:
@@ -185,16 +177,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = build_tiny_hf_model(Path(tmp) / "qwen2", hidden_size=128, num_heads=2, num_kv_heads=1)
         hf = build_hf_policy(str(path), history_window=args.history_window)
-        result = measure(
-            {
-                "torch": (hf, TorchEngine(hf, sampling)),
-                "torch-plain": (hf, TorchEngine(hf, sampling, share_prefill=False)),
-                "hf": (hf, HFGenerateEngine(hf, sampling)),
-                "tiny": (tiny, TorchEngine(tiny, tiny_sampling)),
-            },
-            args,
-        )
-        vllm_tok = vllm_tokens_per_s(path, hf, args)
+        runs = {
+            "torch": (hf, TorchEngine(hf, sampling)),
+            "torch-plain": (hf, TorchEngine(hf, sampling, share_prefill=False)),
+            "hf": (hf, HFGenerateEngine(hf, sampling)),
+            "tiny": (tiny, TorchEngine(tiny, tiny_sampling)),
+        }
+        vllm = vllm_engine(hf, sampling)
+        if vllm is not None:
+            runs["vllm"] = (hf, vllm)
+        result = measure(runs, args)
+        if vllm is not None:
+            vllm.close()
 
     n = args.groups * args.group_size
     print(
@@ -205,24 +199,26 @@ def main() -> None:
     )
     (torch_tok, torch_steps), (plain_tok, plain_steps) = result["torch"], result["torch-plain"]
     (hf_tok, hf_steps), (tiny_tok, tiny_steps) = result["hf"], result["tiny"]
+    vllm_tok, vllm_steps = result.get("vllm", (None, None))
     header = (
         f"{'model':<11} {'metric':<12} {'torch-kv':>9} {'hf-generate':>12} {'ratio':>6} "
-        f"{'torch-kv, no prefill sharing':>29} {'ratio':>6} {'vllm':>14}"
+        f"{'torch-kv, no prefill sharing':>29} {'ratio':>6} {'vllm':>9} {'ratio':>6}"
     )
     print(header)
     print("-" * len(header))
-    for metric, ours, plain, base, vllm_cell in (
+    for metric, ours, plain, base, other in (
         ("tokens/s", torch_tok, plain_tok, hf_tok, vllm_tok),
-        ("env steps/s", torch_steps, plain_steps, hf_steps, "n/a"),
+        ("env steps/s", torch_steps, plain_steps, hf_steps, vllm_steps),
     ):
+        vllm_cells = f"{'n/a':>9} {'':>6}" if other is None else f"{other:>9,.0f} {other / base:>5.1f}x"
         print(
             f"{'tiny-qwen2':<11} {metric:<12} {ours:>9,.0f} {base:>12,.0f} {ours / base:>5.1f}x "
-            f"{plain:>29,.0f} {plain / base:>5.1f}x {vllm_cell:>14}"
+            f"{plain:>29,.0f} {plain / base:>5.1f}x {vllm_cells}"
         )
     print(f"{'tiny-gpt':<11} {'tokens/s':<12} {tiny_tok:>9,.0f} {'n/a':>12}")
     print(f"{'tiny-gpt':<11} {'env steps/s':<12} {tiny_steps:>9,.0f} {'n/a':>12}")
-    if vllm_tok == "not installed":
-        print("vllm: not installed")
+    if vllm_tok is None:
+        print("vllm: not installed (run from .venv-vllm for the vLLM column)")
 
 
 if __name__ == "__main__":
