@@ -9,10 +9,16 @@ Env layout (B=2, G=3): env i belongs to group i // G and is reset with ``seeds[i
 Rows come out sorted by (traj_id, step_id). ``anchor_ids`` number the distinct anchor strings of the batch
 in order of first appearance, so equal strings get equal ids (across groups too; estimators group within
 ``group_id``).
+
+An env that raises in ``step`` loses its trajectory: its rows are dropped from the batch (its group goes on
+with the others), ``rollout/env_errors`` counts it, the error is logged with its traceback and the env is
+rebuilt for the next iteration. When more than ``max_env_error_rate`` of an iteration's trajectories fail,
+collection stops with ``EnvFailure`` carrying the first env's traceback.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 import gymnasium as gym
@@ -20,10 +26,18 @@ import torch
 
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.policy.base import Policy
-from gigpo_lab.rollout.episodes import Turn, run_episodes, stack_turns
+from gigpo_lab.rollout.episodes import EnvError, Turn, run_episodes, stack_turns
 
 #: Trajectories copied into ``extras["samples"]`` (the first of each of the first groups).
 SAMPLE_TRAJECTORIES = 2
+#: Default share of an iteration's trajectories whose env may raise before the run stops.
+DEFAULT_MAX_ENV_ERROR_RATE = 0.05
+
+log = logging.getLogger(__name__)
+
+
+class EnvFailure(RuntimeError):
+    """Too many envs raised in one collection; chained to the first env's exception."""
 
 
 def intern_strings(texts: Sequence[str]) -> torch.Tensor:
@@ -40,6 +54,8 @@ class Collector:
             evaluation episode (envs are kept and reused).
         policy: builds the prompts. engine: samples the responses (``generate``).
         groups: B. group_size: G.
+        max_env_error_rate: in [0, 1]; the share of trajectories per call whose env may raise (they are
+            dropped); above it the call raises ``EnvFailure``. 0 stops at the first env error.
     """
 
     def __init__(
@@ -50,11 +66,15 @@ class Collector:
         *,
         groups: int,
         group_size: int,
+        max_env_error_rate: float = DEFAULT_MAX_ENV_ERROR_RATE,
     ):
         if groups < 1 or group_size < 1:
             raise ValueError(f"groups={groups} and group_size={group_size} must both be >= 1")
+        if not 0.0 <= max_env_error_rate <= 1.0:
+            raise ValueError(f"max_env_error_rate={max_env_error_rate} must lie in [0, 1]")
         self.env_fn, self.policy, self.engine = env_fn, policy, engine
         self.groups, self.group_size = groups, group_size
+        self.max_env_error_rate = max_env_error_rate
         self.envs = [env_fn() for _ in range(groups * group_size)]
         self.eval_envs: list[gym.Env] = []
 
@@ -71,11 +91,14 @@ class Collector:
         n_traj = self.groups * self.group_size
         traj_group = torch.arange(n_traj) // self.group_size
         env_seeds = [int(seeds[b]) for b in traj_group.tolist()]
-        turns, success = run_episodes(self.envs, env_seeds, self.policy, self.engine, generator)
+        turns, success, errors = run_episodes(self.envs, env_seeds, self.policy, self.engine, generator)
+        failed = self._handle_errors(errors, self.envs, n_traj, "training")
         rows = stack_turns(turns, self.policy.tokenizer.pad_id)
         anchors = [a for t in turns for a in t.anchors]
 
+        keep = ~failed[rows["env_index"]]  # the rows of trajectories whose env raised are dropped
         order = torch.argsort(rows["env_index"] * (len(turns) + 1) + rows["step"])
+        order = order[keep[order]]
         rows = {k: v[order] for k, v in rows.items()}
         anchors = [anchors[i] for i in order.tolist()]
         traj_ids = rows["env_index"]
@@ -100,16 +123,19 @@ class Collector:
                 "returns": returns,
                 "lengths": lengths,
                 "traj_group": traj_group,
-                "samples": self._samples(turns, env_seeds, success, returns),
+                "samples": self._samples(turns, env_seeds, success, returns, failed),
+                "env_failed": failed,
             },
         )
+        ok = ~failed
         metrics = {
-            "rollout/success_rate": success.float().mean().item(),
-            "rollout/return": returns.mean().item(),
-            "rollout/length": lengths.float().mean().item(),
+            "rollout/success_rate": success[ok].float().mean().item(),
+            "rollout/return": returns[ok].mean().item(),
+            "rollout/length": lengths[ok].float().mean().item(),
             "rollout/invalid_rate": batch.invalid.float().mean().item(),
             "rollout/env_steps": float(len(batch)),
             "rollout/tokens": float(batch.response_mask.sum()),
+            "rollout/env_errors": float(len(errors)),
         }
         return batch, metrics
 
@@ -120,22 +146,64 @@ class Collector:
         while len(self.eval_envs) < len(seeds):
             self.eval_envs.append(self.env_fn())
         envs = self.eval_envs[: len(seeds)]
-        turns, success = run_episodes(envs, seeds, self.policy, self.engine, generator, greedy=greedy)
+        turns, success, errors = run_episodes(envs, seeds, self.policy, self.engine, generator, greedy=greedy)
+        ok = ~self._handle_errors(errors, self.eval_envs, len(envs), "evaluation")
         env_index = torch.cat([t.env_index for t in turns])
-        returns = torch.zeros(len(envs)).index_add_(0, env_index, torch.cat([t.rewards for t in turns]))
-        lengths = torch.bincount(env_index, minlength=len(envs))
+        rewards = torch.cat([t.rewards for t in turns])
+        kept = ok[env_index]
+        returns = torch.zeros(len(envs)).index_add_(0, env_index[kept], rewards[kept])
+        lengths = torch.bincount(env_index[kept], minlength=len(envs))
         return {
-            "eval/success_rate": success.float().mean().item(),
-            "eval/return": returns.mean().item(),
-            "eval/length": lengths.float().mean().item(),
+            "eval/success_rate": success[ok].float().mean().item(),
+            "eval/return": returns[ok].mean().item(),
+            "eval/length": lengths[ok].float().mean().item(),
+            "eval/env_errors": float(len(errors)),
         }
 
+    def _handle_errors(
+        self, errors: dict[int, EnvError], pool: list[gym.Env], count: int, phase: str
+    ) -> torch.Tensor:
+        """Log each env error, rebuild the failed envs of ``pool``, and stop when too many of ``count`` failed.
+
+        Returns the (count,) bool mask of the envs that failed. Raises ``EnvFailure`` (chained to the
+        first env's exception, its traceback in the message) when more than ``max_env_error_rate`` of the
+        trajectories failed, or all of them.
+        """
+        failed = torch.zeros(count, dtype=torch.bool)
+        if not errors:
+            return failed
+        for err in errors.values():
+            log.warning("%s trajectory dropped: %s\n%s", phase, err.describe(), err.traceback)
+            failed[err.env_index] = True
+        rate = len(errors) / count
+        if rate > self.max_env_error_rate or len(errors) == count:
+            first = min(errors.values(), key=lambda e: e.env_index)
+            raise EnvFailure(
+                f"{len(errors)} of {count} {phase} trajectories failed ({rate:.0%} > "
+                f"rollout.max_env_error_rate={self.max_env_error_rate}); the first: {first.describe()}. "
+                f"Fix the env, or raise rollout.max_env_error_rate to drop such trajectories and go on.\n"
+                f"The env's traceback:\n{first.traceback}"
+            ) from first.error
+        for i in errors:  # a fresh env for the next call: the failed one may be in any state
+            try:
+                pool[i].close()
+            except Exception:  # noqa: S110 - closing a broken env is best effort
+                pass
+            pool[i] = self.env_fn()
+        return failed
+
     def _samples(
-        self, turns: Sequence[Turn], env_seeds: Sequence[int], success: torch.Tensor, returns: torch.Tensor
+        self,
+        turns: Sequence[Turn],
+        env_seeds: Sequence[int],
+        success: torch.Tensor,
+        returns: torch.Tensor,
+        failed: torch.Tensor,
     ) -> list[dict]:
-        """The first trajectory of each of the first ``SAMPLE_TRAJECTORIES`` groups, as JSON-able dicts."""
+        """The first trajectory of each of the first ``SAMPLE_TRAJECTORIES`` groups (not a failed one), as dicts."""
         decode = self.policy.tokenizer.decode
         chosen = [b * self.group_size for b in range(min(SAMPLE_TRAJECTORIES, self.groups))]
+        chosen = [t for t in chosen if not failed[t]]
         samples = []
         for traj in chosen:
             steps = []

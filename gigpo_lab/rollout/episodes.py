@@ -3,10 +3,16 @@
 Each turn, the still-active envs build their prompts, the engine answers all of them at once, and the envs
 are stepped with the decoded texts. What a turn produced is kept as a ``Turn`` (tensors over its n active
 envs); ``stack_turns`` pads and concatenates turns into flat step rows.
+
+Faults: an env whose ``step`` raises ends its episode there and is reported in ``EnvError`` (the caller
+drops that trajectory); a reward that is NaN or infinite stops everything with a ``FloatingPointError``
+naming the env, its reset seed and the step.
 """
 
 from __future__ import annotations
 
+import math
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -56,6 +62,35 @@ class Turn:
     texts: list[str]
 
 
+@dataclass
+class EnvError:
+    """An env that raised in ``step``: which one, where, and the traceback."""
+
+    env_index: int
+    env: str
+    seed: int
+    step: int
+    error: BaseException
+    traceback: str
+
+    def describe(self) -> str:
+        return (
+            f"env {self.env} (env {self.env_index}, reset seed {self.seed}) raised at step {self.step}: "
+            f"{type(self.error).__name__}: {self.error}"
+        )
+
+
+def env_label(env: gym.Env) -> str:
+    """``name (id)`` of an env, for messages: ``frozenlake (gigpo_lab/FrozenLake-v0)``."""
+    spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
+    try:
+        name = env.get_wrapper_attr("name")  # TextActionWrapper's short name, through outer wrappers
+    except AttributeError:
+        name = None
+    ident = spec.id if spec is not None else type(env.unwrapped).__name__
+    return f"{name} ({ident})" if name else ident
+
+
 def run_episodes(
     envs: Sequence[gym.Env],
     seeds: Sequence[int],
@@ -63,11 +98,16 @@ def run_episodes(
     engine,
     generator: torch.Generator | None,
     greedy: bool = False,
-) -> tuple[list[Turn], torch.Tensor]:
+) -> tuple[list[Turn], torch.Tensor, dict[int, EnvError]]:
     """Reset ``envs[i]`` with ``seeds[i]`` and play every episode to termination or truncation.
 
     Returns:
-        the turns in order, and success (len(envs),) bool: ``info["success"]`` after each env's last step.
+        the turns in order; success (len(envs),) bool: ``info["success"]`` after each env's last step; and
+        the envs whose ``step`` raised (their episode ends there; their rows in ``turns`` are placeholders
+        after the last good step, for the caller to drop).
+
+    Raises:
+        FloatingPointError: an env returned a NaN or infinite reward (names the env, seed and step).
     """
     observations, anchors = [], []
     for env, seed in zip(envs, seeds, strict=True):
@@ -76,18 +116,33 @@ def run_episodes(
         anchors.append(info["anchor"])
     history: list[list[tuple[str, str]]] = [[] for _ in envs]
     success = torch.zeros(len(envs), dtype=torch.bool)
+    errors: dict[int, EnvError] = {}
     active = list(range(len(envs)))
     turns: list[Turn] = []
     pad_id = policy.tokenizer.pad_id
     for step in range(MAX_EPISODE_STEPS):
         if not active:
-            return turns, success
+            return turns, success, errors
         prompts = [policy.build_prompt(observations[i], anchors[i], history[i]) for i in active]
         prompt_ids, prompt_mask = left_pad(prompts, pad_id)
         out = engine.generate(prompt_ids, prompt_mask, greedy=greedy, generator=generator)
         rewards, invalid, turn_anchors, turn_obs, still_active = [], [], [], [], []
         for i, text in zip(active, out.texts, strict=True):
-            obs, reward, terminated, truncated, info = envs[i].step(text)
+            try:
+                obs, reward, terminated, truncated, info = envs[i].step(text)
+            except Exception as err:  # the env failed: end this trajectory, keep the others going
+                errors[i] = EnvError(i, env_label(envs[i]), int(seeds[i]), step, err, traceback.format_exc())
+                rewards.append(0.0)
+                invalid.append(False)
+                turn_anchors.append(anchors[i])
+                turn_obs.append(observations[i])
+                continue
+            if not math.isfinite(float(reward)):
+                raise FloatingPointError(
+                    f"env {env_label(envs[i])} returned reward {float(reward)} at step {step} of the episode "
+                    f"reset with seed {int(seeds[i])} (env {i}, action {text!r}); rewards must be finite. "
+                    "The checkpoint before this iteration is kept"
+                )
             rewards.append(float(reward))
             invalid.append(bool(info.get("invalid", False)))
             turn_anchors.append(anchors[i])

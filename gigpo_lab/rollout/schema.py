@@ -33,6 +33,9 @@ class RolloutConfig:
         group_size: G, envs per group (reset with the group's seed).
         eval_episodes: held-out episodes per evaluation (one env per seed).
         eval_greedy: evaluate with argmax decoding instead of sampling.
+        max_env_error_rate: in [0, 1]. An env that raises in ``step`` loses its trajectory (dropped from
+            the batch, counted in ``rollout/env_errors``); when more than this share of an iteration's
+            trajectories fail, the run stops with the env's traceback. 0 = stop at the first env error.
     """
 
     engine: EngineConfig = field(default_factory=EngineConfig)
@@ -43,6 +46,7 @@ class RolloutConfig:
     group_size: int = 8
     eval_episodes: int = 16
     eval_greedy: bool = True
+    max_env_error_rate: float = 0.05
 
 
 def register_configs() -> None:
