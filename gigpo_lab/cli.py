@@ -14,6 +14,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("gigpo_lab.train:main", "train an agent (Hydra overrides; -m for a multirun sweep)"),
     "compare": ("gigpo_lab.tracking.compare:main", "table over seeds (mean ± std, 95% CI) and plots"),
     "ui": ("gigpo_lab.ui:main", "the MLflow UI on 127.0.0.1, on the lab's store"),
+    "import-metrics": (
+        "gigpo_lab.tracking.import_metrics:main",
+        "send what a run kept in mlflow_unsent_*.jsonl while its MLflow store was unreachable",
+    ),
     "docs": ("gigpo_lab.reference:main", "write docs/CONFIG.md from the configs (--check: exit 1 if stale)"),
 }
 

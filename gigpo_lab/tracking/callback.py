@@ -10,6 +10,7 @@ import json
 
 import lightning as L
 
+from gigpo_lab.tracking.buffer import BufferedRun
 from gigpo_lab.tracking.mlflow_tracker import MlflowTracker
 
 
@@ -17,10 +18,12 @@ class IterationLogger(L.Callback):
     """Finish each iteration on the module and write its queued metrics and samples in one batch.
 
     Args:
-        tracker: the run's ``MlflowTracker``, or None to keep metrics in memory only.
+        tracker: the run's writer: a ``BufferedRun`` (what ``train`` passes: buffers while the store is
+            unreachable, never writes a metric point twice), an ``MlflowTracker``, or None to keep metrics in
+            memory only.
     """
 
-    def __init__(self, tracker: MlflowTracker | None) -> None:
+    def __init__(self, tracker: BufferedRun | MlflowTracker | None) -> None:
         self.tracker = tracker
         #: every (step, metrics) written, in order; ``train()`` returns the last values from it.
         self.history: list[tuple[int, dict[str, float]]] = []

@@ -3,19 +3,36 @@
 Per-call ``log_metric`` costs about 9 ms a value on sqlite and 23-64 ms over HTTP (ENVIRONMENT.md), so
 every write here goes through one ``MlflowClient.log_batch`` call per iteration. The client is created
 lazily so that importing this module does not import mlflow (2.5 s).
+
+Over HTTP, MLflow's client retries a failed request 7 times with exponential back-off (minutes). Here the
+reachability check gets no retries and a short timeout, and training writes a few retries and a bounded
+timeout; a write that still fails is buffered by ``gigpo_lab.tracking.buffer.BufferedRun``, not retried
+for minutes while training waits. ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` / ``MLFLOW_HTTP_REQUEST_TIMEOUT``
+set by the user win for the writes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 #: MLflow's per-request limits for ``log_batch`` (params and metrics).
 _MAX_PARAMS_PER_BATCH = 100
 _MAX_METRICS_PER_BATCH = 1000
+#: HTTP retries and timeout (s) of the reachability check: a dead server is reported in seconds.
+CHECK_RETRIES, CHECK_TIMEOUT_S = 0, 5
+#: HTTP retries and timeout (s) of a training write (unless the user set MLflow's variables).
+WRITE_RETRIES, WRITE_TIMEOUT_S = 2, 20
+#: Words that mark a config key as a secret (matched against the parts of its last name, split at ``_``/``-``).
+SECRET_WORDS = frozenset(
+    {"token", "password", "passwd", "secret", "credential", "credentials", "apikey", "key", "auth"}
+)
+REDACTED = "***"
 
 
 def default_tracking_uri(root: str | os.PathLike | None = None) -> str:
@@ -34,6 +51,51 @@ def flatten_config(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             out[name] = str(value)
     return out
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a (dotted) config key names a secret: ``tracking.api_token`` yes, ``rollout.max_new_tokens`` no."""
+    last = str(name).rsplit(".", 1)[-1].lower()
+    return any(part in SECRET_WORDS for part in re.split(r"[_\-]", last))
+
+
+def redact_secrets(cfg: Any) -> Any:
+    """A copy of a nested mapping/list with the value of every secret-looking key replaced by ``***``.
+
+    What MLflow receives (params and the ``config.yaml`` artifact) goes through this, so a token passed as
+    ``+tracking.api_token=...`` never reaches the store.
+    """
+    if isinstance(cfg, Mapping):
+        return {
+            k: (REDACTED if is_secret_key(k) and v is not None else redact_secrets(v)) for k, v in cfg.items()
+        }
+    if isinstance(cfg, list | tuple):
+        return [redact_secrets(v) for v in cfg]
+    return cfg
+
+
+@contextlib.contextmanager
+def http_limits(uri: str, retries: int, timeout_s: int, override: bool) -> Iterator[None]:
+    """Set MLflow's HTTP retry count and timeout for the requests inside the block (http(s) URIs only).
+
+    ``override=False`` keeps values the user exported. MLflow reads both variables on every request.
+    """
+    if not str(uri).startswith(("http://", "https://")):
+        yield
+        return
+    wanted = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(retries), "MLFLOW_HTTP_REQUEST_TIMEOUT": str(timeout_s)}
+    saved = {k: os.environ.get(k) for k in wanted}
+    for k, v in wanted.items():
+        if override or saved[k] is None:
+            os.environ[k] = v
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 class MlflowTracker:
@@ -72,9 +134,10 @@ class MlflowTracker:
         return self._client
 
     def check_reachable(self) -> None:
-        """Fail fast, before any rollout, when the store cannot be reached or written."""
+        """Fail fast (seconds: no HTTP retries), before any rollout, when the store cannot be reached or written."""
         try:
-            self.client.search_experiments(max_results=1)
+            with http_limits(self.uri, CHECK_RETRIES, CHECK_TIMEOUT_S, override=True):
+                self.client.search_experiments(max_results=1)
         except Exception as err:  # mlflow raises several types for a bad store
             raise RuntimeError(
                 f"the MLflow store {self.uri!r} cannot be reached ({type(err).__name__}: {err}); "
@@ -87,7 +150,16 @@ class MlflowTracker:
 
         client = self.client
         if self.run_id is not None:
-            client.update_run(self.run_id, status="RUNNING")
+            try:
+                with self._write_limits():
+                    client.update_run(self.run_id, status="RUNNING")
+            except Exception as err:
+                if getattr(err, "error_code", None) != "RESOURCE_DOES_NOT_EXIST":
+                    raise
+                raise RuntimeError(
+                    f"the checkpoint's MLflow run {self.run_id} is not in the store {self.uri!r}; resume with "
+                    "the tracking.uri of the run that wrote the checkpoint"
+                ) from err
             return self.run_id
         exp = client.get_experiment_by_name(self.experiment)
         exp_id = exp.experiment_id if exp is not None else client.create_experiment(self.experiment)
@@ -105,30 +177,48 @@ class MlflowTracker:
         from mlflow.entities import Param
 
         items = [Param(k, str(v)) for k, v in params.items()]
-        for i in range(0, len(items), _MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(self.run_id, params=items[i : i + _MAX_PARAMS_PER_BATCH])
+        with self._write_limits():
+            for i in range(0, len(items), _MAX_PARAMS_PER_BATCH):
+                self.client.log_batch(self.run_id, params=items[i : i + _MAX_PARAMS_PER_BATCH])
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        """Log one iteration's metrics in a single ``log_batch`` request (non-finite values are kept as NaN)."""
+    def log_metrics(self, metrics: Mapping[str, float], step: int, timestamp_ms: int | None = None) -> None:
+        """Log one iteration's metrics in a single ``log_batch`` request (non-finite values are kept as NaN).
+
+        ``timestamp_ms`` is when they were measured (default now); buffered metrics keep their own.
+        """
         from mlflow.entities import Metric
 
-        ts = int(time.time() * 1000)
+        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         items = [Metric(k, float(v), ts, int(step)) for k, v in metrics.items()]
-        for i in range(0, len(items), _MAX_METRICS_PER_BATCH):
-            self.client.log_batch(self.run_id, metrics=items[i : i + _MAX_METRICS_PER_BATCH])
+        with self._write_limits():
+            for i in range(0, len(items), _MAX_METRICS_PER_BATCH):
+                self.client.log_batch(self.run_id, metrics=items[i : i + _MAX_METRICS_PER_BATCH])
+
+    def logged_points(self) -> set[tuple[str, int]]:
+        """Every ``(metric key, step)`` the run already holds (a resumed run does not write them again)."""
+        client = self.client
+        keys = client.get_run(self.run_id).data.metrics
+        return {(k, m.step) for k in keys for m in client.get_metric_history(self.run_id, k)}
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         from mlflow.entities import RunTag
 
-        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        with self._write_limits():
+            self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(self.run_id, str(path), artifact_path)
+        with self._write_limits():
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        self.client.log_text(self.run_id, text, artifact_file)
+        with self._write_limits():
+            self.client.log_text(self.run_id, text, artifact_file)
 
     def end(self, status: str = "FINISHED") -> None:
         """Close the run with ``FINISHED``, ``FAILED`` or ``KILLED``."""
         if self.run_id is not None:
-            self.client.set_terminated(self.run_id, status=status)
+            with self._write_limits():
+                self.client.set_terminated(self.run_id, status=status)
+
+    def _write_limits(self):
+        return http_limits(self.uri, WRITE_RETRIES, WRITE_TIMEOUT_S, override=False)
