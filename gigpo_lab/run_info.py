@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from gigpo_lab.tracking.sweep import sweep_context
 
@@ -19,37 +19,84 @@ from gigpo_lab.tracking.sweep import sweep_context
 _BASE_COLUMNS = ("rewards", "group_ids", "traj_ids", "step_ids", "invalid")
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
 def validate_config(cfg: DictConfig) -> None:
     """Reject values that would give a wrong or empty run, each with a one-sentence fix, before anything runs."""
-    checks = [
-        (cfg.trainer.iterations >= 1, f"trainer.iterations={cfg.trainer.iterations} must be >= 1"),
-        (cfg.trainer.ppo_epochs >= 1, f"trainer.ppo_epochs={cfg.trainer.ppo_epochs} must be >= 1"),
-        (cfg.rollout.groups >= 1, f"rollout.groups={cfg.rollout.groups} must be >= 1"),
-        (cfg.rollout.group_size >= 1, f"rollout.group_size={cfg.rollout.group_size} must be >= 1"),
-        (cfg.env.max_turns >= 1, f"env.max_turns={cfg.env.max_turns} must be >= 1"),
-    ]
+    checks = []
+    for key, minimum in (
+        ("trainer.iterations", 1),
+        ("trainer.ppo_epochs", 1),
+        ("trainer.checkpoint_every", 1),
+        ("trainer.eval_every", 0),
+        ("trainer.sample_every", 0),
+        ("rollout.groups", 1),
+        ("rollout.group_size", 1),
+        ("rollout.eval_episodes", 1),
+        ("env.max_turns", 1),
+    ):
+        value = OmegaConf.select(cfg, key)
+        checks.append((_is_int(value) and value >= minimum, f"{key}={value!r} must be an int >= {minimum}"))
+    for key in ("seed", "trainer.minibatch_size"):
+        value = OmegaConf.select(cfg, key)
+        checks.append((_is_int(value), f"{key}={value!r} must be an int"))
+    lr = OmegaConf.select(cfg, "trainer.optimizer.lr")
+    if lr is not None:
+        checks.append(
+            (_is_number(lr) and 0 < lr < math.inf, f"trainer.optimizer.lr={lr!r} must be a number > 0")
+        )
+    rate = OmegaConf.select(cfg, "rollout.max_env_error_rate")
+    if rate is not None:
+        checks.append(
+            (_is_number(rate) and 0 <= rate <= 1, f"rollout.max_env_error_rate={rate!r} must lie in [0, 1]")
+        )
     omega = cfg.estimator.get("step_advantage_weight")
     if omega is not None:
         checks.append(
             (
-                not math.isnan(omega) and omega >= 0,
+                _is_number(omega) and 0 <= omega < math.inf,
                 f"estimator.step_advantage_weight={omega} must be a number >= 0",
             )
         )
     gamma = cfg.estimator.get("gamma")
     if gamma is not None:
-        checks.append((0.0 <= gamma <= 1.0, f"estimator.gamma={gamma} must lie in [0, 1]"))
+        checks.append(
+            (_is_number(gamma) and 0.0 <= gamma <= 1.0, f"estimator.gamma={gamma} must lie in [0, 1]")
+        )
     # every estimator here normalises within a group: a group of one has no baseline
+    group_size = cfg.rollout.group_size
     checks.append(
         (
-            cfg.rollout.group_size >= 2,
-            f"rollout.group_size={cfg.rollout.group_size}: group baselines need >= 2 trajectories per group; "
+            not _is_int(group_size) or group_size >= 2,
+            f"rollout.group_size={group_size}: group baselines need >= 2 trajectories per group; "
             "set rollout.group_size=2 or more",
         )
     )
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+
+
+def check_policy(policy, model_cfg: DictConfig) -> None:
+    """Refuse a policy whose tokenizer lacks the special tokens rollouts need (eos ends a response)."""
+    tokenizer = policy.tokenizer
+    where = f"model.path={model_cfg.path}" if "path" in model_cfg else f"model {model_cfg._target_}"
+    if getattr(tokenizer, "eos_id", None) is None:
+        raise ValueError(
+            f"the tokenizer of {where} has no eos token, so no response could ever end; set eos_token in its "
+            "tokenizer_config.json (or use a model whose tokenizer defines one)"
+        )
+    if getattr(tokenizer, "pad_id", None) is None:
+        raise ValueError(
+            f"the tokenizer of {where} has no pad token and no eos token to pad with; set pad_token or "
+            "eos_token in its tokenizer_config.json"
+        )
 
 
 def env_columns(env_fn: Callable, env_cfg: DictConfig) -> set[str]:
@@ -161,12 +208,41 @@ def checkpoint_run_id(ckpt_path: str | None) -> str | None:
     """The MLflow run id stored in a checkpoint, so a resumed run continues the same MLflow run."""
     if not ckpt_path:
         return None
-    import torch
-
     path = Path(ckpt_path)
     if not path.is_file():
         raise FileNotFoundError(
             f"ckpt_path={ckpt_path} does not exist; pass a checkpoint such as <output_dir>/checkpoints/last.ckpt"
         )
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = load_checkpoint_safely(path)
     return state.get("gigpo_lab", {}).get("mlflow_run_id")
+
+
+def load_checkpoint_safely(path: str | Path) -> dict:
+    """``torch.load(path, weights_only=True)``: tensors and plain containers only, never arbitrary objects.
+
+    A checkpoint that holds other pickled objects (which could run code while loading) is refused with a
+    clear error, as is a file that is not a checkpoint (truncated, or something else).
+    """
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        if "weights only" not in str(err).lower():  # not a torch checkpoint at all (e.g. invalid load key)
+            raise ValueError(
+                f"ckpt_path={path} is not a readable checkpoint (UnpicklingError: {str(err)[:200]}); pass "
+                "another one, e.g. an earlier <output_dir>/checkpoints/iterNNNN.ckpt"
+            ) from err
+        lines = [ln.strip() for ln in str(err).splitlines() if "unsupported global" in ln.lower()]
+        what = lines[0] if lines else "an object outside the allowed types"
+        raise ValueError(
+            f"ckpt_path={path} holds pickled objects other than tensors and plain containers, which could run "
+            f"code when loaded, so it is refused ({what[:200]}); resume only from checkpoints gigpo-lab wrote"
+        ) from err
+    except Exception as err:  # truncated zip, a file of another format, …: torch raises several types
+        raise ValueError(
+            f"ckpt_path={path} is not a readable checkpoint ({type(err).__name__}: {str(err)[:200]}); pass "
+            "another one, e.g. an earlier <output_dir>/checkpoints/iterNNNN.ckpt"
+        ) from err

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gigpo_lab.config_paths import conf_dir, register_schemas
 from gigpo_lab.run_info import (
+    check_policy,
     checkpoint_run_id,
     env_columns,
     output_dir,
@@ -33,42 +34,48 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """Train one agent as ``cfg`` says; return the final metrics (the last value of every metric).
 
     Every failure after the MLflow run opens (a bad value, a missing column, a crash mid-run) ends that run
-    with status FAILED and an ``error`` tag, and re-raises; checkpoints written so far are kept.
+    with status FAILED and an ``error`` tag, and re-raises; checkpoints written so far are kept. Once the
+    run has started, an unreachable store no longer stops training: writes are buffered (``BufferedRun``).
     """
     import lightning as L
 
     out = output_dir(cfg)
-    tracker = _open_run(cfg)
+    run = _open_run(cfg, out)
     logger_cb = None
     try:
         validate_config(cfg)
         module = _build_module(cfg)
-        module.mlflow_run_id = tracker.run_id
-        logger_cb, trainer = _build_trainer(cfg, out, tracker)
+        module.mlflow_run_id = run.run_id
+        logger_cb, trainer = _build_trainer(cfg, out, run)
         L.seed_everything(cfg.seed, verbose=False)
         start = time.perf_counter()
-        trainer.fit(module, ckpt_path=cfg.ckpt_path, weights_only=False)
+        # the checkpoint was already loaded with weights_only=True by checkpoint_run_id: plain contents only
+        trainer.fit(module, ckpt_path=cfg.ckpt_path, weights_only=True)
     except BaseException as err:
         if logger_cb is not None:
             logger_cb.flush(module)
-        tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
-        tracker.end("FAILED")
+        run.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+        run.end("FAILED")
         raise
     ckpt_dir = out / "checkpoints"
     trainer.save_checkpoint(ckpt_dir / "last.ckpt")
     if cfg.tracking.log_checkpoint:
-        tracker.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
+        run.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
     metrics = logger_cb.final_metrics()
     metrics["time/wall_s"] = time.perf_counter() - start
-    tracker.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
-    tracker.end("KILLED" if trainer.interrupted else "FINISHED")
-    _print_summary(metrics, tracker.uri, tracker.run_id, ckpt_dir)
+    run.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
+    run.end("KILLED" if trainer.interrupted else "FINISHED")
+    _print_summary(metrics, run.tracker.uri, run.run_id, ckpt_dir)
     return metrics
 
 
-def _open_run(cfg: DictConfig):
-    """The run's MLflow tracker: checked reachable, started (or continued from the checkpoint's run)."""
+def _open_run(cfg: DictConfig, out: Path):
+    """The run's writer: the store checked reachable (fails fast), the run started (or continued from the
+    checkpoint's run, its metric points listed so none is written twice), secrets redacted from the params
+    and the config artifact; later writes buffered while the store is unreachable."""
     from gigpo_lab.tracking import MlflowTracker, default_tracking_uri, flatten_config
+    from gigpo_lab.tracking.buffer import BufferedRun
+    from gigpo_lab.tracking.mlflow_tracker import redact_secrets
     from gigpo_lab.tracking.sweep import sweep_context
 
     tracker = MlflowTracker(
@@ -83,9 +90,10 @@ def _open_run(cfg: DictConfig):
     fresh = tracker.run_id is None
     tracker.start()
     if fresh:
-        tracker.log_params(flatten_config(OmegaConf.to_container(cfg, resolve=True)))
-        tracker.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
-    return tracker
+        shown = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
+        tracker.log_params(flatten_config(shown))
+        tracker.log_text(OmegaConf.to_yaml(shown), "config.yaml")
+    return BufferedRun(tracker, out, skip=() if fresh else tracker.logged_points())
 
 
 def _build_module(cfg: DictConfig):
@@ -94,7 +102,7 @@ def _build_module(cfg: DictConfig):
     from hydra.utils import instantiate
 
     from gigpo_lab.advantages import check_requirements
-    from gigpo_lab.rollout.collector import Collector
+    from gigpo_lab.rollout.collector import DEFAULT_MAX_ENV_ERROR_RATE, Collector
     from gigpo_lab.training.module import GiGPOModule
 
     if cfg.trainer.num_threads:
@@ -104,11 +112,17 @@ def _build_module(cfg: DictConfig):
     check_requirements(estimator, env_columns(env_fn, cfg.env))
     loss = instantiate(cfg.loss)
     probe = env_fn()
-    policy = instantiate(cfg.model)(vocabulary=probe.unwrapped.vocabulary())
+    policy = _build_policy(cfg, probe.unwrapped.vocabulary())
     probe.close()
+    check_policy(policy, cfg.model)
     engine = instantiate(cfg.rollout.engine)(policy=policy)
     collector = Collector(
-        env_fn, policy, engine, groups=cfg.rollout.groups, group_size=cfg.rollout.group_size
+        env_fn,
+        policy,
+        engine,
+        groups=cfg.rollout.groups,
+        group_size=cfg.rollout.group_size,
+        max_env_error_rate=cfg.rollout.get("max_env_error_rate", DEFAULT_MAX_ENV_ERROR_RATE),
     )
     return GiGPOModule(
         policy,
@@ -129,23 +143,40 @@ def _build_module(cfg: DictConfig):
     )
 
 
-def _build_trainer(cfg: DictConfig, out: Path, tracker):
+def _build_policy(cfg: DictConfig, vocabulary):
+    """The configured policy; a model folder that does not load is one sentence naming ``model.path``."""
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(cfg.model)(vocabulary=vocabulary)
+    except (OSError, ValueError) as err:
+        if "path" not in cfg.model or "model." in str(err):  # our own messages already name their key
+            raise
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValueError(
+            f"model.path={cfg.model.path} could not be loaded as a model ({type(err).__name__}: {first[:300]}); "
+            "point it at a Hugging Face model folder with config.json, weights and tokenizer files"
+        ) from err
+
+
+def _build_trainer(cfg: DictConfig, out: Path, run):
     """The Lightning Trainer and its callbacks: iteration logging, checkpoints, progress bar."""
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
     from gigpo_lab.tracking.callback import IterationLogger
-    from gigpo_lab.training.checkpointing import ExceptionCheckpoint
+    from gigpo_lab.training.checkpointing import AtomicCheckpointIO, ExceptionCheckpoint
 
     # the frozen reference model is in eval mode on purpose; Lightning warns about any module in eval mode
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode", category=UserWarning)
     ckpt_dir = out / "checkpoints"
-    logger_cb = IterationLogger(tracker)
+    logger_cb = IterationLogger(run)
     callbacks = [
         logger_cb,
         ModelCheckpoint(
             dirpath=ckpt_dir,
             filename="iter{epoch:04d}",
+            auto_insert_metric_name=False,  # iter0003.ckpt, not iterepoch=0003.ckpt
             every_n_epochs=cfg.trainer.checkpoint_every,
             save_top_k=-1,
             save_last=True,
@@ -161,8 +192,10 @@ def _build_trainer(cfg: DictConfig, out: Path, tracker):
         devices=cfg.trainer.devices,
         strategy=_strategy(cfg.trainer.strategy),
         precision=cfg.trainer.precision,
+        deterministic=cfg.trainer.deterministic,
         gradient_clip_val=cfg.trainer.gradient_clip_val,
         callbacks=callbacks,
+        plugins=[AtomicCheckpointIO()],  # a checkpoint file is whole or absent (full disk, SIGKILL)
         logger=False,
         enable_progress_bar=bool(cfg.trainer.progress_bar),
         enable_model_summary=False,

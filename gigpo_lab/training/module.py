@@ -33,6 +33,22 @@ def iteration_seed(seed: int, iteration: int) -> int:
     return (seed * 1_000_003 + iteration * 7_919 + 17) % (2**63 - 1)
 
 
+def mark_finished_epoch_completed(checkpoint: dict) -> None:
+    """Make a checkpoint written at the end of an iteration resume at the next one, not re-run it.
+
+    ``ModelCheckpoint`` saves in ``on_train_epoch_end``, before Lightning counts the epoch as completed. On
+    resume Lightning fixes the count only after its first ``iter()`` of the data, which already runs the
+    next iteration's rollout (the prefetch), so that rollout would run as the finished iteration again.
+    Counting the epoch as completed in the loaded state (as in a checkpoint written after ``fit``) avoids it.
+    """
+    progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_progress")
+    if not progress:
+        return
+    for counts in (progress["current"], progress["total"]):
+        if counts["ready"] == counts["started"] == counts["processed"] == counts["completed"] + 1:
+            counts["completed"] = counts["processed"]
+
+
 class GiGPOModule(L.LightningModule):
     """Policy + reference + estimator + loss, trained by a ``lightning.Trainer``.
 
@@ -118,6 +134,7 @@ class GiGPOModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("gigpo_lab", {})
         self.env_steps_total = int(state.get("env_steps_total", 0))
+        mark_finished_epoch_completed(checkpoint)
 
     # ----------------------------------------------------------------- one iteration
     @torch.no_grad()
