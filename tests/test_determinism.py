@@ -1,0 +1,183 @@
+"""Same config + seed => the same metrics and the same weights, bit for bit, on the CPU (docs/FAULTS.md).
+
+Every metric except wall-clock ones (``time/*``, ``perf/*``) is compared over its whole MLflow history, and
+the final checkpoint's weights and optimizer state with ``torch.equal``. Resuming is covered by
+``test_train.py::test_resume_matches_an_uninterrupted_run`` and, after a SIGKILL, by
+``test_faults_slow.py::test_sigkill_mid_iteration_resumes_without_losing_or_repeating_a_metric_step``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from gigpo_lab.config_paths import compose_config
+from gigpo_lab.train import train
+from tests.conftest import TINY
+
+#: Wall-clock metrics: they measure the machine, not the run.
+CLOCK_PREFIXES = ("time/", "perf/")
+
+
+def metric_histories(uri: str) -> dict[str, list[tuple[int, float]]]:
+    """Every non-clock metric of the store's single run: key -> [(step, value), ...] in step order."""
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("gigpo-lab").experiment_id])
+    return {
+        key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+        for key in run.data.metrics
+        if not key.startswith(CLOCK_PREFIXES)
+    }
+
+
+def checkpoint_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """The weights and the optimizer's state tensors of a checkpoint, flattened by name."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    out = {f"weights/{k}": v for k, v in ckpt["state_dict"].items()}
+    for i, state in ckpt["optimizer_states"][0]["state"].items():
+        out.update({f"adam/{i}/{k}": v for k, v in state.items() if isinstance(v, torch.Tensor)})
+    return out
+
+
+@pytest.fixture
+def run_tiny(tmp_path, empty_mlflow_store):
+    """``run_tiny(name, *overrides)``: a 3-iteration TINY run in its own store; its histories and tensors."""
+
+    def run(name: str, *extra: str) -> tuple[dict, dict]:
+        shutil.copyfile(empty_mlflow_store, tmp_path / f"{name}.db")
+        return _train(tmp_path, name, *extra)
+
+    return run
+
+
+def _train(tmp_path: Path, name: str, *extra: str) -> tuple[dict, dict]:
+    uri = f"sqlite:///{tmp_path / f'{name}.db'}"
+    train(
+        compose_config(
+            [*TINY, "trainer.iterations=3", f"output_dir={tmp_path / name}", f"tracking.uri={uri}", *extra]
+        )
+    )
+    return metric_histories(uri), checkpoint_tensors(tmp_path / name / "checkpoints" / "last.ckpt")
+
+
+def assert_identical(a: tuple[dict, dict], b: tuple[dict, dict]) -> None:
+    (metrics_a, weights_a), (metrics_b, weights_b) = a, b
+    assert metrics_a.keys() == metrics_b.keys()
+    for key in metrics_a:
+        assert metrics_a[key] == metrics_b[key], key  # exact equality: NaN-free floats from the same ops
+    assert weights_a.keys() == weights_b.keys()
+    for key in weights_a:
+        assert torch.equal(weights_a[key], weights_b[key]), key
+
+
+def test_same_config_and_seed_twice_gives_identical_metrics_and_weights(run_tiny):
+    first = run_tiny("first")
+    second = run_tiny("second")
+    assert len(first[0]["train/loss"]) == 3 and len(first[0]["eval/success_rate"]) == 4
+    assert_identical(first, second)
+
+
+def test_deterministic_algorithms_change_nothing_on_the_cpu(run_tiny):
+    """``trainer.deterministic=true`` (torch.use_deterministic_algorithms) runs, and gives the CPU's same bits."""
+    assert_identical(run_tiny("default"), run_tiny("strict", "trainer.deterministic=true"))
+
+
+def test_another_seed_gives_other_metrics(run_tiny):
+    """The comparison above can fail: a different seed changes the sampled rollouts."""
+    a, _ = run_tiny("seed0")
+    b, _ = run_tiny("seed1", "seed=1")
+    assert a["adv/std"] != b["adv/std"] or a["train/loss"] != b["train/loss"]
+
+
+def test_resuming_from_a_checkpoint_written_mid_run_repeats_the_uninterrupted_run(
+    tmp_path, empty_mlflow_store
+):
+    """``iter0001.ckpt`` of a 4-iteration run (written at the end of iteration 1, inside ``fit``) resumes at
+    iteration 2: the resumed process computes the very metrics and weights of the uninterrupted one."""
+    sizes = [*TINY, "trainer.iterations=4"]
+    shutil.copyfile(empty_mlflow_store, tmp_path / "a.db")
+    uri_a = f"sqlite:///{tmp_path / 'a.db'}"
+    straight = train(compose_config([*sizes, f"output_dir={tmp_path / 'a'}", f"tracking.uri={uri_a}"]))
+    shutil.copy(tmp_path / "a.db", tmp_path / "b.db")  # the same store: the checkpoint names its run
+    resumed = train(
+        compose_config(
+            [
+                *sizes,
+                f"output_dir={tmp_path / 'b'}",
+                f"tracking.uri=sqlite:///{tmp_path / 'b.db'}",
+                f"ckpt_path={tmp_path / 'a' / 'checkpoints' / 'iter0001.ckpt'}",
+            ]
+        )
+    )
+    keys = [k for k in straight if not k.startswith(CLOCK_PREFIXES)]
+    assert {k: resumed[k] for k in keys} == {k: straight[k] for k in keys}
+    a = checkpoint_tensors(tmp_path / "a" / "checkpoints" / "last.ckpt")
+    b = checkpoint_tensors(tmp_path / "b" / "checkpoints" / "last.ckpt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ----------------------------------------------------------------------------- CUDA (pytest -m gpu)
+def _gpu_run(deterministic: bool) -> tuple[list, dict]:
+    """4 iterations of the tiny policy on FrozenLake (8 x 8 envs) on one GPU, without Hydra or MLflow."""
+    from functools import partial
+
+    import lightning as L
+
+    from gigpo_lab.advantages import GiGPO
+    from gigpo_lab.envs import make_env
+    from gigpo_lab.policy import build_tiny_policy
+    from gigpo_lab.rollout import build_torch_engine
+    from gigpo_lab.rollout.collector import Collector
+    from gigpo_lab.tracking.callback import IterationLogger
+    from gigpo_lab.training.loss import PolicyLoss
+    from gigpo_lab.training.module import GiGPOModule
+
+    env_fn = partial(make_env, id="gigpo_lab/FrozenLake-v0", max_turns=8, random_map=True)
+    policy = build_tiny_policy(vocabulary=env_fn().unwrapped.vocabulary())
+    engine = build_torch_engine(policy)
+    module = GiGPOModule(
+        policy,
+        GiGPO(),
+        PolicyLoss(kl_coef=0.01),
+        Collector(env_fn, policy, engine, groups=8, group_size=8),
+        engine,
+        partial(torch.optim.AdamW, lr=1e-3),
+        groups=8,
+        ppo_epochs=2,
+        minibatch_size=64,
+        eval_every=2,
+        eval_episodes=16,
+    )
+    logger = IterationLogger(None)
+    trainer = L.Trainer(
+        max_epochs=4,
+        accelerator="gpu",
+        devices=1,
+        deterministic=deterministic,
+        callbacks=[logger],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        gradient_clip_val=1.0,
+    )
+    L.seed_everything(0, verbose=False)
+    trainer.fit(module)
+    history = [
+        (s, {k: v for k, v in m.items() if not k.startswith(CLOCK_PREFIXES)}) for s, m in logger.history
+    ]
+    return history, {k: v.detach().cpu() for k, v in policy.state_dict().items()}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_runs_repeat_bit_for_bit_with_deterministic_algorithms():
+    """``trainer.deterministic=true`` on CUDA: no op raises for lack of a deterministic kernel, and two runs
+    give the same metrics and weights (without it, atomics in embedding backward and index_add_ may not)."""
+    (history_a, weights_a), (history_b, weights_b) = _gpu_run(True), _gpu_run(True)
+    assert history_a == history_b
+    assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
