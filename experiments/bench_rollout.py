@@ -148,7 +148,6 @@ def vllm_engine(policy, sampling: SamplingParams):
         top_p=sampling.top_p,
         max_new_tokens=sampling.max_new_tokens,
         dtype="float32",
-        max_model_len=2048,
         enforce_eager=True,
     )
 

