@@ -14,7 +14,7 @@ peft is imported only here, when LoRA is asked for.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,8 +160,3 @@ class AdapterFreeReference:
 
     def requires_grad_(self, requires_grad: bool = True) -> AdapterFreeReference:
         return self
-
-
-def lora_parameter_names(model: Any) -> Sequence[str]:
-    """Names of the trainable adapter parameters (empty without LoRA)."""
-    return [n for n, p in model.named_parameters() if p.requires_grad and ".lora_" in n]
