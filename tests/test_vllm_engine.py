@@ -128,6 +128,25 @@ def test_sync_weights_changes_what_vllm_generates(model_dir, engine):
     assert engine.generate(ids, mask, greedy=True).texts == before.texts
 
 
+def test_sync_merges_lora_adapters(model_dir, engine):
+    """A LoRA policy's sync loads W + (alpha / r) B A: vLLM then generates what the adapted policy generates."""
+    lora = build_hf_policy(str(model_dir), lora={"enabled": True, "r": 4, "alpha": 8})
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        for name, p in lora.named_parameters():
+            if ".lora_B." in name:
+                p.add_(0.5 * torch.randn_like(p))
+    ids, mask = _prompts(lora)
+    before = engine.generate(ids, mask, greedy=True)
+    engine.sync_weights(lora)
+    try:
+        after = engine.generate(ids, mask, greedy=True)
+        expected = TorchEngine(lora, SamplingParams(max_new_tokens=12)).generate(ids, mask, greedy=True)
+        assert after.texts == expected.texts and after.texts != before.texts
+    finally:
+        engine.sync_weights(engine.policy)
+
+
 def test_two_iteration_run_with_rollout_vllm_syncs_the_trained_weights(
     model_dir, tiny_overrides, tmp_path, engine, monkeypatch
 ):
