@@ -10,19 +10,7 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-#: Overrides that make any run tiny: 2 iterations of 2 groups x 2 envs, short episodes, no progress bar.
-TINY = [
-    "trainer.iterations=2",
-    "trainer.eval_every=1",
-    "trainer.checkpoint_every=1",
-    "trainer.sample_every=1",
-    "trainer.progress_bar=false",
-    "trainer.num_threads=1",
-    "rollout.groups=2",
-    "rollout.group_size=2",
-    "rollout.eval_episodes=2",
-    "env.max_turns=4",
-]
+from tiny_sizes import TINY  # noqa: E402 - re-exported for the tests
 
 
 @pytest.fixture(scope="session")

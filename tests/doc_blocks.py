@@ -33,19 +33,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: One iteration of 2 groups x 2 envs, short episodes; appended to every `gigpo-lab train`.
-TINY = [
-    "trainer.iterations=1",
-    "trainer.eval_every=1",
-    "trainer.checkpoint_every=1",
-    "trainer.sample_every=1",
-    "trainer.progress_bar=false",
-    "trainer.num_threads=1",
-    "rollout.groups=2",
-    "rollout.group_size=2",
-    "rollout.eval_episodes=2",
-    "env.max_turns=4",
-]
+from tiny_sizes import TINY as SUITE_TINY
+
+#: One iteration of 2 groups x 2 envs, short episodes (the suite's TINY, cut to one iteration); appended to
+#: every `gigpo-lab train`.
+TINY = ["trainer.iterations=1" if o.startswith("trainer.iterations=") else o for o in SUITE_TINY]
 TRAILING_FLAGS = {"--cfg", "-c", "--info", "-i", "--resolve", "--package", "-p"}
 COMPOSE_ONLY = {"--cfg", "-c", "--info", "-i"}
 _DIRECTIVE = re.compile(r"<!--\s*test:(.*?)-->", re.S)
