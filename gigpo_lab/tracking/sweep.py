@@ -49,7 +49,7 @@ class MlflowSweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         choices = config.hydra.runtime.choices
-        label = choices.get("sweeps") or "multirun"
+        label = choices.get("experiments") or choices.get("sweeps") or "multirun"
         sweep_id = f"{label}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         params = {k: str(v) for k, v in (config.hydra.sweeper.get("params") or {}).items()}
         overrides = " ".join(config.hydra.overrides.task)
