@@ -140,6 +140,7 @@ def _build_module(cfg: DictConfig):
         eval_greedy=cfg.rollout.eval_greedy,
         sample_every=cfg.trainer.sample_every,
         max_env_steps=cfg.trainer.max_env_steps,
+        logprob_temperature=cfg.rollout.temperature,
     )
 
 
@@ -150,7 +151,7 @@ def _build_policy(cfg: DictConfig, vocabulary):
     try:
         return instantiate(cfg.model)(vocabulary=vocabulary)
     except (OSError, ValueError) as err:
-        if "path" not in cfg.model or "model." in str(err):  # our own messages already name their key
+        if "path" not in cfg.model or str(err).startswith("model."):  # our own messages name their key first
             raise
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ValueError(

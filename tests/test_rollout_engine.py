@@ -181,3 +181,20 @@ def test_generate_restores_the_training_mode(tiny):
 def test_bad_sampling_params_are_refused(kwargs):
     with pytest.raises(ValueError):
         SamplingParams(**kwargs)
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.3])
+def test_scoring_at_the_sampling_temperature_equals_the_sampling_logprobs(policy, temperature):
+    """The trainer scores old/current log-probs at the rollout temperature; with top_p = 1 they must equal the
+    engine's sampling log-probs, so the PPO ratio starts at exactly 1."""
+    prompt_ids, prompt_mask = ragged_prompts(policy, 12, seed=5)
+    engine = TorchEngine(policy, SamplingParams(temperature=temperature, max_new_tokens=4))
+    out = engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        scored, _ = policy.logprobs(
+            prompt_ids, prompt_mask, out.response_ids, out.response_mask, temperature=temperature
+        )
+        untempered, _ = policy.logprobs(prompt_ids, prompt_mask, out.response_ids, out.response_mask)
+    m = out.response_mask
+    torch.testing.assert_close(scored[m], out.logprobs[m], atol=1e-5, rtol=0)
+    assert not torch.allclose(untempered[m], out.logprobs[m], atol=1e-3)  # temperature 1 would be off-policy

@@ -100,8 +100,12 @@ class Policy(torch.nn.Module):
         prompt_mask: torch.Tensor,
         response_ids: torch.Tensor,
         response_mask: torch.Tensor,
+        temperature: float = 1.0,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities and entropies of the response tokens under the model (temperature 1).
+        """Log-probabilities and entropies of the response tokens under the model's logits / ``temperature``.
+
+        The trainer passes the rollout's sampling temperature, so that the PPO ratio and the KL are taken on
+        the distribution the responses were sampled from (as verl does); 1.0 is the model's own distribution.
 
         Args:
             prompt_ids: (N, P) int64, left-padded; prompt_mask: (N, P) bool.
@@ -118,7 +122,7 @@ class Policy(torch.nn.Module):
         logits, _ = self.forward_logits(
             input_ids, attention_mask, None, logits_to_keep=response_len + 1, use_cache=False
         )
-        logits = logits[:, :-1].float()
+        logits = logits[:, :-1].float() / temperature
         log_norm = logits.logsumexp(-1)
         logp = logits.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1) - log_norm
         # H = log Z - E_p[logit], finite even where some probabilities underflow to 0.

@@ -151,9 +151,9 @@ class AdapterFreeReference:
         self.policy = policy
 
     @torch.no_grad()
-    def logprobs(self, *columns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def logprobs(self, *columns: torch.Tensor, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
         with self.policy.adapters_disabled():
-            return self.policy.logprobs(*columns)
+            return self.policy.logprobs(*columns, **kwargs)
 
     def eval(self) -> AdapterFreeReference:
         return self

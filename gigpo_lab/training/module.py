@@ -67,6 +67,8 @@ class GiGPOModule(L.LightningModule):
         sample_every: write a JSONL sample of trajectories every this many iterations (0: never).
         max_env_steps: stop after the iteration that reaches this many training env steps (None: no limit),
             so that estimators are compared at equal env-step budgets.
+        logprob_temperature: the rollout's sampling temperature; old, reference and current log-probs are all
+            taken at it, so the PPO ratio compares the distributions the tokens were sampled from (verl's choice).
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class GiGPOModule(L.LightningModule):
         eval_greedy: bool = True,
         sample_every: int = 0,
         max_env_steps: int | None = None,
+        logprob_temperature: float = 1.0,
     ) -> None:
         super().__init__()
         self.policy = policy
@@ -103,6 +106,7 @@ class GiGPOModule(L.LightningModule):
         self.eval_every, self.eval_episodes, self.eval_greedy = eval_every, eval_episodes, eval_greedy
         self.sample_every = sample_every
         self.max_env_steps = max_env_steps
+        self.logprob_temperature = logprob_temperature
         self.env_steps_total = 0
         self.mlflow_run_id: str | None = None
         #: (step, metrics) pairs waiting for the tracking callback; ``samples`` JSONL text by iteration.
@@ -182,12 +186,19 @@ class GiGPOModule(L.LightningModule):
         """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``."""
         cols = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
         args = tuple(t.to(self.device) for t in cols)
-        batch.old_logprobs = self.policy.logprobs(*args)[0].cpu()
+        t = self.logprob_temperature
+        batch.old_logprobs = self.policy.logprobs(*args, temperature=t)[0].cpu()
         if self.reference is not None:
-            batch.ref_logprobs = self.reference.logprobs(*args)[0].cpu()
+            batch.ref_logprobs = self.reference.logprobs(*args, temperature=t)[0].cpu()
 
     def training_step(self, mb: StepBatch, batch_idx: int) -> torch.Tensor:
-        logp, entropy = self.policy.logprobs(mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.response_mask)
+        logp, entropy = self.policy.logprobs(
+            mb.prompt_ids,
+            mb.prompt_mask,
+            mb.response_ids,
+            mb.response_mask,
+            temperature=self.logprob_temperature,
+        )
         out = self.loss_fn(logp, mb.old_logprobs, mb.advantages, mb.response_mask, entropy, mb.ref_logprobs)
         if not torch.isfinite(out.loss):
             raise FloatingPointError(
