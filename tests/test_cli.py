@@ -54,14 +54,21 @@ def test_python_dash_m_works_too(tmp_path):
 def test_non_editable_install_finds_its_configs(tmp_path):
     """A wheel install carries conf/, experiments/ and sweeps/ inside the package."""
     site = tmp_path / "site"
-    build = _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(REPO)], tmp_path)
+    build = _run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(REPO)],
+        tmp_path,
+    )
     assert build.returncode == 0, build.stderr[-3000:]
     assert (site / "gigpo_lab" / "_configs" / "conf" / "config.yaml").is_file()
     work = tmp_path / "work"
     work.mkdir()
     probe = _run(
-        [sys.executable, "-c", "import gigpo_lab.config_paths as c; print(c.config_root())"], work, PYTHONPATH=str(site)
+        [sys.executable, "-c", "import gigpo_lab.config_paths as c; print(c.config_root())"],
+        work,
+        PYTHONPATH=str(site),
     )
     assert probe.stdout.strip() == str(site / "gigpo_lab" / "_configs")
-    out = _run([sys.executable, "-m", "gigpo_lab.train", *TINY, "trainer.iterations=1"], work, PYTHONPATH=str(site))
+    out = _run(
+        [sys.executable, "-m", "gigpo_lab.train", *TINY, "trainer.iterations=1"], work, PYTHONPATH=str(site)
+    )
     assert out.returncode == 0, out.stderr[-3000:]
