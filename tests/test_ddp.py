@@ -179,3 +179,22 @@ def test_slurm_launcher_composes():
     assert launcher._target_.endswith("SlurmLauncher")
     assert (launcher.timeout_min, launcher.gpus_per_node, launcher.tasks_per_node) == (240, 1, 1)
     assert list(launcher.setup) == [f"export OMP_NUM_THREADS={launcher.cpus_per_task}"]
+
+
+def test_row_sized_minibatches_are_refused_with_several_ranks(tiny_overrides, tmp_path):
+    """Ranks collect different row counts: row-sized minibatches would give them different step counts."""
+    cfg = compose_config([*tiny_overrides, "trainer.minibatch_size=4", "trainer.eval_every=0"])
+    module = _build_module(cfg)
+    trainer = L.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+    )
+    with pytest.raises(Exception, match="trainer.minibatch_size=0"):
+        trainer.fit(module)

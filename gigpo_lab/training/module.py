@@ -117,6 +117,15 @@ class GiGPOModule(L.LightningModule):
         self._update_start = 0.0
 
     # ----------------------------------------------------------------- Lightning plumbing
+    def on_fit_start(self) -> None:
+        if self.trainer.world_size > 1 and self.minibatch_size > 0:
+            # ranks collect different numbers of rows, so row-sized minibatches give them different numbers of
+            # optimizer steps, and DDP would hang or pair gradients of different steps
+            raise ValueError(
+                f"trainer.minibatch_size={self.minibatch_size} with {self.trainer.world_size} processes: set "
+                "trainer.minibatch_size=0 (one step per PPO epoch on every rank), as trainer=ddp does"
+            )
+
     def configure_optimizers(self):
         return self.optimizer_factory(self.policy.parameters())
 
