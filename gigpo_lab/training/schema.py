@@ -14,7 +14,7 @@ class LossConfig:
     clip_low: float = 0.2
     clip_high: float = 0.2
     aggregation: str = "token-mean"
-    kl_coef: float = 0.01
+    kl_coef: float = 0.0
     kl_estimator: str = "k3"
     kl_in_reward: Any = False  # bool, usually interpolated from ${estimator.kl_in_reward}
     entropy_coef: float = 0.0
