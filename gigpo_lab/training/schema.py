@@ -17,7 +17,7 @@ class LossConfig:
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
     kl_in_reward: Any = False  # bool, usually interpolated from ${estimator.kl_in_reward}
-    entropy_coef: float = 0.0
+    entropy_coef: float = 0.01
 
 
 def register_configs() -> None:
