@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from tiny_sizes import TINY
 
 from gigpo_lab.tracking.compare import (
     RunRecord,
@@ -36,17 +37,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 T_975 = {1: 12.706, 2: 4.303}  # printed t-table values, df = n - 1
 
 #: A multirun this small takes about 15-25 s on 2 cores, most of it imports.
-TINY_SWEEP = [
-    "trainer.iterations=2",
-    "trainer.eval_every=1",
-    "trainer.progress_bar=false",
-    "trainer.num_threads=1",
-    "rollout.groups=2",
-    "rollout.group_size=2",
-    "rollout.eval_episodes=2",
-    "env.max_turns=4",
-    "tracking.log_checkpoint=false",
-]
+TINY_SWEEP = [*TINY, "tracking.log_checkpoint=false"]
 SWEEPS = {
     "estimators": ("cmp-estimators", ["estimator=grpo,gigpo", "seed=0,1"]),
     "omega": ("cmp-omega", ["estimator=gigpo", "estimator.step_advantage_weight=0.0,0.5,-1.0"]),

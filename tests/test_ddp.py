@@ -16,6 +16,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from tiny_sizes import TINY
 
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.train import _build_module
@@ -108,14 +109,7 @@ def ddp_cli_run(tmp_path_factory):
         "trainer.accelerator=cpu",
         "trainer.devices=2",
         "trainer.precision=32-true",
-        "trainer.iterations=2",
-        "trainer.eval_every=1",
-        "trainer.progress_bar=false",
-        "trainer.num_threads=1",
-        "rollout.groups=2",
-        "rollout.group_size=2",
-        "rollout.eval_episodes=2",
-        "env.max_turns=4",
+        *TINY,
         f"output_dir={tmp_path / 'out'}",
         f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
     ]
