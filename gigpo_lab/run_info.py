@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -99,13 +98,9 @@ def check_policy(policy, model_cfg: DictConfig) -> None:
         )
 
 
-def env_columns(env_fn: Callable, env_cfg: DictConfig) -> set[str]:
-    """The batch columns the configured env lets the collector fill (anchors only if it reports them)."""
-    env = env_fn()
-    try:
-        _, info = env.reset(seed=0)
-    finally:
-        env.close()
+def env_columns(env) -> set[str]:
+    """The batch columns the env lets the collector fill (anchors only if its reset reports one)."""
+    _, info = env.reset(seed=0)
     columns = set(_BASE_COLUMNS)
     if "anchor" in info:
         columns |= {"anchor_ids", "anchor_texts"}

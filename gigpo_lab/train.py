@@ -109,11 +109,13 @@ def _build_module(cfg: DictConfig):
         torch.set_num_threads(int(cfg.trainer.num_threads))
     env_fn = partial(instantiate, cfg.env)
     estimator = instantiate(cfg.estimator)
-    check_requirements(estimator, env_columns(env_fn, cfg.env))
-    loss = instantiate(cfg.loss)
-    probe = env_fn()
-    policy = _build_policy(cfg, probe.unwrapped.vocabulary())
-    probe.close()
+    probe = env_fn()  # one env, built once: its reset info and its vocabulary
+    try:
+        check_requirements(estimator, env_columns(probe))
+        loss = instantiate(cfg.loss)
+        policy = _build_policy(cfg, probe.unwrapped.vocabulary())
+    finally:
+        probe.close()
     check_policy(policy, cfg.model)
     engine = instantiate(cfg.rollout.engine)(policy=policy)
     collector = Collector(

@@ -176,14 +176,16 @@ class GiGPOModule(L.LightningModule):
         batch.advantages = adv.advantages.to(torch.float32)
         t2 = time.perf_counter()
 
-        self.env_steps_total += int(rollout.get("rollout/env_steps", len(batch)))
+        env_steps = rollout.get("rollout/env_steps", len(batch))
+        rollout_s = max(t1 - t0, 1e-9)
+        self.env_steps_total += int(env_steps)
         metrics.update(rollout)
         metrics.update(adv.metrics)
         metrics["rollout/env_steps_total"] = float(self.env_steps_total)
         metrics["time/rollout_s"] = t1 - t0
         metrics["time/advantage_s"] = t2 - t1
-        metrics["perf/env_steps_per_s"] = rollout.get("rollout/env_steps", len(batch)) / max(t1 - t0, 1e-9)
-        metrics["perf/tokens_per_s"] = rollout.get("rollout/tokens", 0.0) / max(t1 - t0, 1e-9)
+        metrics["perf/env_steps_per_s"] = env_steps / rollout_s
+        metrics["perf/tokens_per_s"] = rollout.get("rollout/tokens", 0.0) / rollout_s
         self._iter_metrics = metrics
         if self.sample_every > 0 and it % self.sample_every == 0:
             self.pending_samples.append((it, self._samples(batch)))
