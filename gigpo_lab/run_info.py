@@ -223,7 +223,8 @@ def load_checkpoint_safely(path: str | Path) -> dict:
     import torch
 
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        # mmap: tensors are read only when touched, so reading the run id off a large checkpoint costs little
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as err:
         if "weights only" not in str(err).lower():  # not a torch checkpoint at all (e.g. invalid load key)
             raise ValueError(
