@@ -9,6 +9,7 @@ and the Trainer; fit; return the final metrics. ``main`` is the Hydra entry poin
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 import warnings
@@ -19,6 +20,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from gigpo_lab.config_paths import conf_dir, register_schemas
+from gigpo_lab.distributed import is_launch_rank_zero
 from gigpo_lab.run_info import (
     check_policy,
     checkpoint_run_id,
@@ -36,17 +38,20 @@ def train(cfg: DictConfig) -> dict[str, float]:
     Every failure after the MLflow run opens (a bad value, a missing column, a crash mid-run) ends that run
     with status FAILED and an ``error`` tag, and re-raises; checkpoints written so far are kept. Once the
     run has started, an unreachable store no longer stops training: writes are buffered (``BufferedRun``).
+    In a multi-process job only global rank 0 opens and writes the MLflow run (``gigpo_lab.distributed``);
+    the other ranks return their own final metrics.
     """
     import lightning as L
 
     out = output_dir(cfg)
-    run = _open_run(cfg, out)
+    run = _open_run(cfg, out) if is_launch_rank_zero() else None
     logger_cb = None
     try:
         validate_config(cfg)
         module = _build_module(cfg)
-        module.mlflow_run_id = run.run_id
+        module.mlflow_run_id = run.run_id if run is not None else None
         logger_cb, trainer = _build_trainer(cfg, out, run)
+        _check_tracking_rank(trainer, tracking=run is not None)
         L.seed_everything(cfg.seed, verbose=False)
         start = time.perf_counter()
         # the checkpoint was already loaded with weights_only=True by checkpoint_run_id: plain contents only
@@ -54,14 +59,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
     except BaseException as err:
         if logger_cb is not None:
             logger_cb.flush(module)
-        run.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
-        run.end("FAILED")
+        if run is not None:
+            run.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+            run.end("FAILED")
         raise
     ckpt_dir = out / "checkpoints"
-    trainer.save_checkpoint(ckpt_dir / "last.ckpt")
+    trainer.save_checkpoint(ckpt_dir / "last.ckpt")  # a collective: every rank calls it, rank 0 writes
+    metrics = logger_cb.final_metrics()
+    if run is None:
+        return metrics
     if cfg.tracking.log_checkpoint:
         run.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
-    metrics = logger_cb.final_metrics()
     metrics["time/wall_s"] = time.perf_counter() - start
     run.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
     run.end("KILLED" if trainer.interrupted else "FINISHED")
@@ -94,6 +102,20 @@ def _open_run(cfg: DictConfig, out: Path):
         tracker.log_params(flatten_config(shown))
         tracker.log_text(OmegaConf.to_yaml(shown), "config.yaml")
     return BufferedRun(tracker, out, skip=() if fresh else tracker.logged_points())
+
+
+def _check_tracking_rank(trainer, *, tracking: bool) -> None:
+    """The launch variables and the Trainer must agree on which process is global rank 0 (the one that tracks)."""
+    if trainer.is_global_zero != tracking:
+        from gigpo_lab.distributed import RANK_VARIABLES
+
+        shown = {k: os.environ[k] for k in RANK_VARIABLES if k in os.environ}
+        raise RuntimeError(
+            f"this process is global rank {trainer.global_rank} of {trainer.world_size}, but the rank variables "
+            f"{shown or '(none set)'} say {'it is' if tracking else 'it is not'} rank 0, so the MLflow run "
+            "would be tracked by the wrong process or by none; unset the stale variables (a leftover "
+            "LOCAL_RANK or RANK in the shell) or launch through Lightning, torchrun or srun"
+        )
 
 
 def _build_module(cfg: DictConfig):

@@ -1,5 +1,6 @@
 """Two-process data parallelism on the CPU (gloo): gradients are synchronised (both ranks end with identical
-weights, which differ from the start) and the rollouts are split (each rank collects its own env groups).
+weights, which differ from the start), the rollouts are split (each rank collects its own env groups with
+its own sampling stream), the logged rollout metrics describe the whole job, and only rank 0 tracks.
 
 The module is driven by Lightning's ``ddp_spawn`` here (the ranks are spawned inside pytest and report back
 through files); ``trainer=ddp`` itself (Lightning relaunching the command per rank) runs end to end in the slow
@@ -28,11 +29,13 @@ class RecordingCollector:
     """The run's collector, remembering the seeds of every ``collect`` call."""
 
     def __init__(self, inner):
-        self.inner, self.seeds = inner, []
+        self.inner, self.seeds, self.rollouts = inner, [], []
 
     def collect(self, seeds, generator):
         self.seeds.append([int(s) for s in seeds])
-        return self.inner.collect(seeds, generator)
+        batch, rollout = self.inner.collect(seeds, generator)
+        self.rollouts.append(dict(rollout))  # this rank's own metrics, before the module reduces them
+        return batch, rollout
 
     def evaluate(self, *args, **kwargs):
         return self.inner.evaluate(*args, **kwargs)
@@ -42,16 +45,23 @@ class DumpPerRank(L.Callback):
     """Each rank writes its policy weights and collected seeds to ``folder/rank{r}.pt`` after training."""
 
     def __init__(self, folder: Path):
-        self.folder = folder
+        self.folder, self.logged = folder, []
 
     def on_train_epoch_end(self, trainer, pl_module):
         pl_module.finish_iteration()  # what IterationLogger does: sync the engine, queue metrics
+        self.logged.extend(m for _, m in pl_module.pending_metrics if "rollout/env_steps" in m)
         pl_module.pending_metrics.clear()
         pl_module.pending_samples.clear()
 
     def on_train_end(self, trainer, pl_module):
         state = {k: v.detach().clone() for k, v in pl_module.policy.state_dict().items()}
-        payload = {"state": state, "seeds": pl_module.collector.seeds, "world": trainer.world_size}
+        payload = {
+            "state": state,
+            "seeds": pl_module.collector.seeds,
+            "world": trainer.world_size,
+            "local": pl_module.collector.rollouts,
+            "logged": self.logged,
+        }
         torch.save(payload, self.folder / f"rank{trainer.global_rank}.pt")
 
 
@@ -59,8 +69,10 @@ def test_two_ranks_sync_gradients_and_split_rollouts(tiny_overrides, tmp_path):
     cfg = compose_config(
         [
             *tiny_overrides,
-            "env=sokoban",  # -0.1 a valid step: advantages are not all zero even before any success
-            "env.max_turns=6",
+            # holes right of and below the start: a valid move that goes anywhere ends the episode, so the
+            # ranks' env-step counts differ (and a sum, a mean and a weighted mean can be told apart)
+            "env.desc=[SH,HG]",
+            "env.max_turns=12",
             "rollout.group_size=4",
             "trainer.minibatch_size=0",  # the same number of optimizer steps on both ranks
             "trainer.eval_every=0",
@@ -99,6 +111,31 @@ def test_two_ranks_sync_gradients_and_split_rollouts(tiny_overrides, tmp_path):
     all_seeds = [s for d in (rank0, rank1) for it in d["seeds"] for s in it]
     assert len(all_seeds) == len(set(all_seeds))
 
+    # the logged rollout metrics describe the job: counts summed over the ranks, episode rates averaged,
+    # the invalid rate weighted by each rank's env steps; both ranks hold the same job-wide rollout values
+    # (adv/*, train/* and time/* stay each rank's own)
+    total = 0.0
+    for it in range(2):
+        a, b = rank0["local"][it], rank1["local"][it]
+        job = [{k: v for k, v in d["logged"][it].items() if k.startswith("rollout/")} for d in (rank0, rank1)]
+        assert job[0] == job[1]
+        logged = rank0["logged"][it]
+        steps = a["rollout/env_steps"] + b["rollout/env_steps"]
+        total += steps
+        assert logged["rollout/env_steps"] == steps
+        assert logged["rollout/tokens"] == a["rollout/tokens"] + b["rollout/tokens"]
+        assert logged["rollout/env_steps_total"] == total
+        for key in ("rollout/success_rate", "rollout/return", "rollout/length"):
+            assert logged[key] == pytest.approx((a[key] + b[key]) / 2, rel=1e-12), key
+        weighted = (
+            a["rollout/invalid_rate"] * a["rollout/env_steps"]
+            + b["rollout/invalid_rate"] * b["rollout/env_steps"]
+        )
+        assert logged["rollout/invalid_rate"] == pytest.approx(weighted / steps, rel=1e-12)
+    assert any(
+        rank0["local"][it]["rollout/env_steps"] != rank1["local"][it]["rollout/env_steps"] for it in range(2)
+    ), "on one fixed map the ranks' rollouts differ only by their sampling streams: they must not be copies"
+
 
 @pytest.fixture(scope="module")
 def ddp_cli_run(tmp_path_factory):
@@ -134,19 +171,41 @@ def test_trainer_ddp_from_the_command_line(ddp_cli_run):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: train() opens an MLflow run on every rank (Lightning relaunches the whole command); "
-    "only rank 0 should track",
-)
 def test_a_ddp_job_is_one_mlflow_run(ddp_cli_run):
+    """Only global rank 0 tracks; its env-step total counts both ranks' env steps."""
     from mlflow.tracking import MlflowClient
 
     tmp_path, run = ddp_cli_run
     assert run.returncode == 0, run.stderr[-4000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("gigpo-lab")
-    assert len(client.search_runs([experiment.experiment_id])) == 1
+    (only,) = client.search_runs([experiment.experiment_id])
+    assert only.info.status == "FINISHED"
+    steps = client.get_metric_history(only.info.run_id, "rollout/env_steps")
+    totals = client.get_metric_history(only.info.run_id, "rollout/env_steps_total")
+    assert len(steps) == 2 and totals[-1].value == sum(m.value for m in steps)
+    # 2 ranks x 2 groups x 2 envs, at most env.max_turns=4 steps each: more than one rank could take alone
+    assert max(m.value for m in steps) <= 2 * 2 * 2 * 4
+    assert sum(m.value for m in steps) > 2 * 2 * 2 * 1
+
+
+@pytest.mark.parametrize(
+    ("environ", "zero"),
+    [
+        ({}, True),  # a plain single process
+        ({"LOCAL_RANK": "0", "NODE_RANK": "0"}, True),  # Lightning's rank 0
+        ({"LOCAL_RANK": "1", "NODE_RANK": "0"}, False),  # Lightning's relaunched rank 1
+        ({"LOCAL_RANK": "0", "NODE_RANK": "1"}, False),  # rank 0 of the second node is not global rank 0
+        ({"RANK": "3", "LOCAL_RANK": "1"}, False),  # torchrun
+        ({"SLURM_PROCID": "0"}, True),  # one SLURM task
+        ({"SLURM_PROCID": "2"}, False),  # a third SLURM task
+        ({"RANK": ""}, True),  # set but empty counts as unset
+    ],
+)
+def test_only_the_launchs_rank_zero_tracks(environ, zero):
+    from gigpo_lab.distributed import is_launch_rank_zero
+
+    assert is_launch_rank_zero(environ) is zero
 
 
 @pytest.mark.parametrize("trainer", ["gpu", "ddp", "fsdp"])
@@ -192,3 +251,15 @@ def test_row_sized_minibatches_are_refused_with_several_ranks(tiny_overrides, tm
     )
     with pytest.raises(Exception, match="trainer.minibatch_size=0"):
         trainer.fit(module)
+
+
+def test_a_stale_rank_variable_in_a_single_process_is_a_clear_error(tiny_overrides, tmp_path, monkeypatch):
+    """LOCAL_RANK=1 left in the shell: the run would go untracked; it stops before any rollout, naming it."""
+    from gigpo_lab.train import train
+
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(
+        RuntimeError, match=r"global rank 0 of 1.*'LOCAL_RANK': '1'.*unset the stale variables"
+    ):
+        train(compose_config(tiny_overrides))
+    assert not (tmp_path / "out" / "checkpoints").exists(), "it stopped before training"

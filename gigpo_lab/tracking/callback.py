@@ -28,6 +28,10 @@ class IterationLogger(L.Callback):
         #: every (step, metrics) written, in order; ``train()`` returns the last values from it.
         self.history: list[tuple[int, dict[str, float]]] = []
 
+    def on_fit_start(self, trainer: L.Trainer, pl_module) -> None:
+        if not trainer.is_global_zero:
+            self.tracker = None  # one job, one MLflow run: only global rank 0 writes (also under ddp_spawn)
+
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module) -> None:
         pl_module.finish_iteration()
         self.flush(pl_module)

@@ -21,6 +21,7 @@ import lightning as L
 import torch
 
 from gigpo_lab.batch import StepBatch
+from gigpo_lab.distributed import across_ranks
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.loss import PolicyLoss
 
@@ -154,16 +155,18 @@ class GiGPOModule(L.LightningModule):
     def prepare_iteration(self) -> list[StepBatch]:
         """Rollout, scoring and advantages of iteration ``current_epoch``; returns its minibatches."""
         it = self.current_epoch
-        gen = torch.Generator().manual_seed(iteration_seed(self.seed, it))
+        # each rank of a multi-process run collects its own B groups with its own sampling stream: iteration
+        # it, rank r is shard it * world + r (a single process: shard it, as before)
+        world, rank = (self.trainer.world_size, self.global_rank) if self._trainer is not None else (1, 0)
+        shard = it * world + rank
+        gen = torch.Generator().manual_seed(iteration_seed(self.seed, shard))
         metrics: dict[str, float] = {}
         self.policy.eval()
         if self.eval_every > 0 and it % self.eval_every == 0:
             self.pending_metrics.append((it, self.evaluate()))
 
         t0 = time.perf_counter()
-        # each rank of a multi-process run collects its own B groups: iteration it, rank r -> (it * world + r) * B
-        world, rank = (self.trainer.world_size, self.global_rank) if self._trainer is not None else (1, 0)
-        first = (it * world + rank) * self.groups
+        first = shard * self.groups  # env seeds (it * world + r) * B + b: disjoint across ranks and iterations
         seeds = [self.seed * 10_000_000 + first + b for b in range(self.groups)]
         batch, rollout = self.collector.collect(seeds, gen)
         self._score(batch)
@@ -176,7 +179,9 @@ class GiGPOModule(L.LightningModule):
         batch.advantages = adv.advantages.to(torch.float32)
         t2 = time.perf_counter()
 
-        env_steps = rollout.get("rollout/env_steps", len(batch))
+        # several ranks: the job's counts and rates (a collective, every rank is here); one rank: unchanged
+        rollout = across_ranks({"rollout/env_steps": float(len(batch)), **rollout}, self._strategy())
+        env_steps = rollout["rollout/env_steps"]
         rollout_s = max(t1 - t0, 1e-9)
         self.env_steps_total += int(env_steps)
         metrics.update(rollout)
@@ -192,6 +197,10 @@ class GiGPOModule(L.LightningModule):
         self.policy.train()
         self._update_start = time.perf_counter()
         return shuffled_minibatches(batch, self.ppo_epochs, self.minibatch_size, gen)
+
+    def _strategy(self):
+        """The Lightning strategy, or None outside a Trainer (a module driven by hand, as in some tests)."""
+        return self.trainer.strategy if self._trainer is not None else None
 
     def _score(self, batch: StepBatch) -> None:
         """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``."""
