@@ -226,12 +226,29 @@ def test_scale_out_trainer_configs_compose(trainer):
 
 
 def test_slurm_launcher_composes():
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the `slurm` extra is not installed")
     cfg = compose_config(["hydra/launcher=slurm", "trainer=ddp"], return_hydra_config=True)
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
     assert (launcher.timeout_min, launcher.gpus_per_node, launcher.tasks_per_node) == (240, 1, 1)
     assert list(launcher.setup) == [f"export OMP_NUM_THREADS={launcher.cpus_per_task}"]
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [
+        "sweeps=step_weight",
+        "sweeps=estimators",
+        "experiments=gigpo_vs_grpo",
+        "experiments=step_weight_ablation",
+    ],
+)
+def test_a_sweep_file_runs_locally_or_on_slurm(selection):
+    """The sweep files pick the local joblib launcher; a hydra/launcher=slurm after them replaces it, grid kept."""
+    local = compose_config([selection], return_hydra_config=True).hydra
+    assert local.launcher._target_.endswith("JoblibLauncher") and local.launcher.n_jobs == -1
+    slurm = compose_config([selection, "hydra/launcher=slurm"], return_hydra_config=True).hydra
+    assert slurm.launcher._target_.endswith("SlurmLauncher") and "n_jobs" not in slurm.launcher
+    assert slurm.sweeper.params == local.sweeper.params and len(slurm.sweeper.params) >= 2
 
 
 def test_row_sized_minibatches_are_refused_with_several_ranks(tiny_overrides, tmp_path):
