@@ -166,9 +166,8 @@ class GiGPOModule(L.LightningModule):
             self.pending_metrics.append((it, self.evaluate()))
 
         t0 = time.perf_counter()
-        first = (
-            shard * self.groups
-        )  # env seeds (it * world + r) * B + b: disjoint across ranks and iterations
+        # env seeds (it * world + r) * B + b: disjoint across ranks and iterations
+        first = shard * self.groups
         seeds = [self.seed * 10_000_000 + first + b for b in range(self.groups)]
         batch, rollout = self.collector.collect(seeds, gen)
         self._score(batch)
