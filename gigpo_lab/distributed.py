@@ -4,6 +4,9 @@
   (the run opens first, so that a bad config still leaves a FAILED run), so it is read from the variables
   the launchers set: Lightning's relaunch (``LOCAL_RANK``, ``NODE_RANK``), torchrun (``RANK``), SLURM
   (``SLURM_PROCID``), LSF (``JSM_NAMESPACE_RANK``). ``train`` checks the guess against the Trainer's rank.
+* Under FSDP the policy's weights are sharded over the ranks outside the FSDP forward; the rollouts, the
+  scoring, the evaluation and the rollout engine's weight sync run there, so they run inside
+  ``gathered_weights`` (every rank gathers the full weights for that span; a no-op without FSDP).
 * An iteration's rollout metrics describe the whole job, not rank 0's share of it: counts are summed over the
   ranks and rates averaged (``across_ranks``), so ``rollout/env_steps_total`` and ``trainer.max_env_steps``
   count every rank's env steps and all ranks stop after the same iteration.
@@ -11,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 
@@ -65,3 +69,21 @@ def across_ranks(metrics: Mapping[str, float], strategy) -> dict[str, float]:
         else:
             out[key] = summed[key] / world
     return out
+
+
+def gathered_weights(root) -> contextlib.AbstractContextManager:
+    """A context in which an FSDP-wrapped ``root`` holds its full, unsharded parameters (a collective: every
+    rank enters it); for any other module, or None, a context that does nothing.
+
+    ``torch.distributed.fsdp.FullyShardedDataParallel.summon_full_params`` with ``writeback=False``: the
+    gathered weights are read, never written back. The full weights are in each rank's memory for the span.
+    """
+    import torch
+
+    if root is None or not torch.distributed.is_available():
+        return contextlib.nullcontext()
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    if not isinstance(root, FSDP):
+        return contextlib.nullcontext()
+    return FSDP.summon_full_params(root, writeback=False, recurse=True)
