@@ -27,6 +27,16 @@ def test_experiment_file_composes():
     assert cfg.model.response_prefix == "<action>"
 
 
+def test_lora_experiment_changes_only_the_adapters_and_the_budget():
+    base = compose_config(["experiments=smollm2_household"])
+    lora = compose_config(["experiments=smollm2_household_lora"])
+    assert lora.model.lora.enabled and not base.model.lora.enabled
+    assert (lora.trainer.iterations, lora.trainer.optimizer.lr) == (8, 5e-5)
+    for key in ("env", "rollout", "loss", "tracking"):
+        assert lora[key] == base[key], key
+    assert lora.model.system_prompt == base.model.system_prompt
+
+
 def test_missing_wheel_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(smollm2.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="make smollm"):
