@@ -280,3 +280,19 @@ def test_a_stale_rank_variable_in_a_single_process_is_a_clear_error(tiny_overrid
     ):
         train(compose_config(tiny_overrides))
     assert not (tmp_path / "out" / "checkpoints").exists(), "it stopped before training"
+
+
+def test_under_ddp_spawn_only_rank_zero_writes_the_run(tiny_overrides, tmp_path):
+    """With ddp_spawn the callbacks (and the run's writer) are copied into every worker: rank 0 alone writes."""
+    from mlflow.tracking import MlflowClient
+
+    from gigpo_lab.train import train
+
+    cfg = compose_config(
+        [*tiny_overrides, "trainer.strategy=ddp_spawn", "trainer.devices=2", "trainer.minibatch_size=0"]
+    )
+    train(cfg)
+    client = MlflowClient(tracking_uri=cfg.tracking.uri)
+    (only,) = client.search_runs([client.get_experiment_by_name("gigpo-lab").experiment_id])
+    steps = client.get_metric_history(only.info.run_id, "rollout/env_steps")
+    assert sorted(m.step for m in steps) == [0, 1], "one point per iteration, not one per rank"
