@@ -105,3 +105,32 @@ def test_smollm2_policy_chats_and_generates(smollm_dir):
     ids, mask = left_pad([policy.build_prompt("You see a fridge. Admissible actions: look", "", [])] * 2, 0)
     out = TorchEngine(policy, SamplingParams(max_new_tokens=8)).generate(ids, mask, greedy=True)
     assert out.response_mask.any() and out.texts[0] == out.texts[1] and out.texts[0].strip()
+
+
+@pytest.mark.slow
+@needs_wheel
+@pytest.mark.parametrize("experiment", ["smollm2_household", "smollm2_household_lora"])
+def test_the_smollm2_experiments_train_end_to_end(experiment, smollm_dir, tiny_overrides, tmp_path):
+    """Each SmolLM2 experiment file, shrunk to one iteration of 2 x 2 two-turn episodes, trains and is tracked."""
+    from mlflow.tracking import MlflowClient
+
+    from gigpo_lab.train import train
+
+    cfg = compose_config(
+        [
+            f"experiments={experiment}",
+            *tiny_overrides,
+            f"model.cache_dir={smollm_dir}",
+            "trainer.iterations=1",
+            "env.max_turns=2",
+            "rollout.eval_episodes=1",
+        ]
+    )
+    metrics = train(cfg)
+    assert metrics["rollout/env_steps_total"] == 2 * 2 * 2 and metrics["rollout/tokens"] > 0
+    assert (tmp_path / "out" / "checkpoints" / "last.ckpt").is_file()
+    client = MlflowClient(tracking_uri=cfg.tracking.uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("smollm2-household").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.params["model.lora.enabled"] == str(
+        experiment.endswith("_lora")
+    )
