@@ -68,6 +68,10 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics = logger_cb.final_metrics()
     if run is None:
         return metrics
+    if (
+        not metrics
+    ):  # ddp_spawn: the iterations ran in worker processes; rank 0's worker wrote them to the run
+        metrics = dict(run.tracker.client.get_run(run.run_id).data.metrics)
     if cfg.tracking.log_checkpoint:
         run.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
     metrics["time/wall_s"] = time.perf_counter() - start

@@ -291,8 +291,12 @@ def test_under_ddp_spawn_only_rank_zero_writes_the_run(tiny_overrides, tmp_path)
     cfg = compose_config(
         [*tiny_overrides, "trainer.strategy=ddp_spawn", "trainer.devices=2", "trainer.minibatch_size=0"]
     )
-    train(cfg)
+    metrics = train(cfg)
     client = MlflowClient(tracking_uri=cfg.tracking.uri)
     (only,) = client.search_runs([client.get_experiment_by_name("gigpo-lab").experiment_id])
     steps = client.get_metric_history(only.info.run_id, "rollout/env_steps")
     assert sorted(m.step for m in steps) == [0, 1], "one point per iteration, not one per rank"
+    # the parent process ran no iteration itself: it returns the final metrics that rank 0 wrote
+    final = client.get_run(only.info.run_id).data.metrics
+    assert metrics["eval/success_rate"] == final["eval/success_rate"]
+    assert metrics["rollout/env_steps_total"] == sum(m.value for m in steps)
