@@ -77,9 +77,33 @@ def validate_config(cfg: DictConfig) -> None:
             "set rollout.group_size=2 or more",
         )
     )
+    checks.append(_strategy_check(OmegaConf.select(cfg, "trainer.strategy")))
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+
+
+def _strategy_check(strategy) -> tuple[bool, str]:
+    """Sharded (FSDP) and spawning strategies are refused: the lab cannot run them correctly yet.
+
+    FSDP: rollouts, scoring and evaluation call the policy outside the FSDP forward, where its weights are
+    sharded; gathering them there (``summon_full_params``) forbids forward passes, and ranks whose episodes
+    differ in length would make different numbers of collective calls and hang. Spawn: the iterations run in
+    worker processes, so the process that called ``train`` holds none of their state to save or report.
+    """
+    name = str(strategy.get("_target_", "")) if OmegaConf.is_config(strategy) else str(strategy)
+    if "fsdp" in name.lower():
+        return False, (
+            f"trainer.strategy={name} (trainer=fsdp) is not supported yet: rollouts and scoring run the policy "
+            "outside the FSDP forward, where its weights are sharded; use trainer=ddp, with "
+            "model.lora.enabled=true if the optimizer state does not fit in one GPU"
+        )
+    if any(word in name.lower() for word in ("spawn", "notebook", "fork")):
+        return False, (
+            f"trainer.strategy={name} runs the iterations in worker processes, whose final state this process "
+            "cannot save or report; use trainer=ddp (Lightning relaunches the command once per device)"
+        )
+    return True, ""
 
 
 def check_policy(policy, model_cfg: DictConfig) -> None:

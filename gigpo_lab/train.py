@@ -44,7 +44,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     import lightning as L
 
     out = output_dir(cfg)
-    run = _open_run(cfg, out) if is_launch_rank_zero() else None
+    run = _open_run(cfg, out) if is_launch_rank_zero() else _check_run_inputs(cfg)
     logger_cb = None
     try:
         validate_config(cfg)
@@ -68,10 +68,6 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics = logger_cb.final_metrics()
     if run is None:
         return metrics
-    if (
-        not metrics
-    ):  # ddp_spawn: the iterations ran in worker processes; rank 0's worker wrote them to the run
-        metrics = dict(run.tracker.client.get_run(run.run_id).data.metrics)
     if cfg.tracking.log_checkpoint:
         run.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
     metrics["time/wall_s"] = time.perf_counter() - start
@@ -106,6 +102,16 @@ def _open_run(cfg: DictConfig, out: Path):
         tracker.log_params(flatten_config(shown))
         tracker.log_text(OmegaConf.to_yaml(shown), "config.yaml")
     return BufferedRun(tracker, out, skip=() if fresh else tracker.logged_points())
+
+
+def _check_run_inputs(cfg: DictConfig) -> None:
+    """On a rank other than 0: what can stop rank 0 from opening the run (an unreachable store, a bad
+    checkpoint) stops this rank too, at once, instead of leaving it waiting for rank 0 until the process-group
+    timeout (srun and submitit do not kill the other tasks). Opens no run; returns None (no run here)."""
+    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
+
+    MlflowTracker(cfg.tracking.uri or default_tracking_uri(), cfg.tracking.experiment).check_reachable()
+    checkpoint_run_id(cfg.ckpt_path)
 
 
 def _check_tracking_rank(trainer, *, tracking: bool) -> None:
@@ -235,7 +241,7 @@ def _build_trainer(cfg: DictConfig, out: Path, run):
 
 
 def _strategy(node):
-    """Lightning's ``strategy``: a name (auto | ddp | ddp_spawn | fsdp) or a ``_target_`` node (e.g. FSDPStrategy)."""
+    """Lightning's ``strategy``: a name (auto | ddp) or a ``_target_`` node (a strategy class and its arguments)."""
     from hydra.utils import instantiate
 
     return instantiate(node) if OmegaConf.is_config(node) else node

@@ -124,6 +124,7 @@ def test_two_ranks_sync_gradients_and_split_rollouts(tiny_overrides, tmp_path):
         total += steps
         assert logged["rollout/env_steps"] == steps
         assert logged["rollout/tokens"] == a["rollout/tokens"] + b["rollout/tokens"]
+        assert logged["rollout/episodes"] == a["rollout/episodes"] + b["rollout/episodes"]
         assert logged["rollout/env_steps_total"] == total
         for key in ("rollout/success_rate", "rollout/return", "rollout/length"):
             assert logged[key] == pytest.approx((a[key] + b[key]) / 2, rel=1e-12), key
@@ -147,6 +148,7 @@ def ddp_cli_run(tmp_path_factory):
         "trainer.devices=2",
         "trainer.precision=32-true",
         *TINY,
+        "env=sokoban",  # episodes end only when solved: every one lasts env.max_turns=4 steps here
         f"output_dir={tmp_path / 'out'}",
         f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
     ]
@@ -183,10 +185,9 @@ def test_a_ddp_job_is_one_mlflow_run(ddp_cli_run):
     assert only.info.status == "FINISHED"
     steps = client.get_metric_history(only.info.run_id, "rollout/env_steps")
     totals = client.get_metric_history(only.info.run_id, "rollout/env_steps_total")
-    assert len(steps) == 2 and totals[-1].value == sum(m.value for m in steps)
-    # 2 ranks x 2 groups x 2 envs, at most env.max_turns=4 steps each: more than one rank could take alone
-    assert max(m.value for m in steps) <= 2 * 2 * 2 * 4
-    assert sum(m.value for m in steps) > 2 * 2 * 2 * 1
+    # every iteration: 2 ranks x 2 groups x 2 envs x 4 steps; one rank alone would log half of it
+    assert [m.value for m in sorted(steps, key=lambda m: m.step)] == [2 * 2 * 2 * 4] * 2
+    assert totals[-1].value == 2 * 2 * 2 * 2 * 4
 
 
 @pytest.mark.parametrize(
@@ -200,6 +201,9 @@ def test_a_ddp_job_is_one_mlflow_run(ddp_cli_run):
         ({"SLURM_PROCID": "0"}, True),  # one SLURM task
         ({"SLURM_PROCID": "2"}, False),  # a third SLURM task
         ({"RANK": ""}, True),  # set but empty counts as unset
+        ({"OMPI_COMM_WORLD_RANK": "1"}, False),  # Open MPI's mpirun
+        ({"PMI_RANK": "1"}, False),  # MPICH / Intel MPI
+        ({"PMIX_RANK": "0", "OMPI_COMM_WORLD_RANK": "0"}, True),
     ],
 )
 def test_only_the_launchs_rank_zero_tracks(environ, zero):
@@ -251,6 +255,16 @@ def test_a_sweep_file_runs_locally_or_on_slurm(selection):
     assert slurm.sweeper.params == local.sweeper.params and len(slurm.sweeper.params) >= 2
 
 
+@pytest.mark.parametrize(
+    "selection", ["sweeps=step_weight", "sweeps=estimators", "experiments=gigpo_vs_grpo"]
+)
+def test_sweep_jobs_take_one_thread_locally_and_their_cores_on_slurm(selection, monkeypatch):
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    assert compose_config([selection]).trainer.num_threads == 1
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "8")  # what sbatch --cpus-per-task=8 sets inside the job
+    assert compose_config([selection]).trainer.num_threads == 8
+
+
 def test_row_sized_minibatches_are_refused_with_several_ranks(tiny_overrides, tmp_path):
     """Ranks collect different row counts: row-sized minibatches would give them different step counts."""
     cfg = compose_config([*tiny_overrides, "trainer.minibatch_size=4", "trainer.eval_every=0"])
@@ -286,17 +300,71 @@ def test_under_ddp_spawn_only_rank_zero_writes_the_run(tiny_overrides, tmp_path)
     """With ddp_spawn the callbacks (and the run's writer) are copied into every worker: rank 0 alone writes."""
     from mlflow.tracking import MlflowClient
 
+    from gigpo_lab.tracking import MlflowTracker
+    from gigpo_lab.tracking.callback import IterationLogger
+
+    cfg = compose_config([*tiny_overrides, "trainer.minibatch_size=0"])
+    tracker = MlflowTracker(cfg.tracking.uri, "spawned")
+    tracker.start()
+    trainer = L.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        callbacks=[IterationLogger(tracker)],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+    )
+    trainer.fit(_build_module(cfg))
+    tracker.end()
+    steps = MlflowClient(tracking_uri=cfg.tracking.uri).get_metric_history(
+        tracker.run_id, "rollout/env_steps"
+    )
+    assert sorted(m.step for m in steps) == [0, 1], "one point per iteration, not one per rank"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer=fsdp", r"\(trainer=fsdp\) is not supported yet.*use trainer=ddp"),
+        ("trainer.strategy=fsdp", "is not supported yet"),
+        ("trainer.strategy=ddp_spawn", "runs the iterations in worker processes.*use trainer=ddp"),
+    ],
+)
+def test_strategies_the_lab_cannot_run_are_refused_before_any_rollout(
+    override, message, tiny_overrides, tmp_path
+):
+    from mlflow.tracking import MlflowClient
+
     from gigpo_lab.train import train
 
-    cfg = compose_config(
-        [*tiny_overrides, "trainer.strategy=ddp_spawn", "trainer.devices=2", "trainer.minibatch_size=0"]
-    )
-    metrics = train(cfg)
+    cfg = compose_config([*tiny_overrides, override, "trainer.accelerator=cpu"])
+    with pytest.raises(ValueError, match=message):
+        train(cfg)
     client = MlflowClient(tracking_uri=cfg.tracking.uri)
-    (only,) = client.search_runs([client.get_experiment_by_name("gigpo-lab").experiment_id])
-    steps = client.get_metric_history(only.info.run_id, "rollout/env_steps")
-    assert sorted(m.step for m in steps) == [0, 1], "one point per iteration, not one per rank"
-    # the parent process ran no iteration itself: it returns the final metrics that rank 0 wrote
-    final = client.get_run(only.info.run_id).data.metrics
-    assert metrics["eval/success_rate"] == final["eval/success_rate"]
-    assert metrics["rollout/env_steps_total"] == sum(m.value for m in steps)
+    (run,) = client.search_runs([client.get_experiment_by_name("gigpo-lab").experiment_id])
+    assert run.info.status == "FAILED" and "not" in run.data.tags["error"]
+    assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+def test_a_rank_other_than_zero_stops_at_once_when_the_store_is_unreachable(
+    tiny_overrides, tmp_path, monkeypatch
+):
+    """Rank 0 would fail to open the run; rank 1 must not go on to wait for it at the process-group setup."""
+    import socket
+
+    from gigpo_lab.train import train
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    cfg = compose_config([*tiny_overrides, f"tracking.uri=http://127.0.0.1:{port}"])
+    with pytest.raises(
+        RuntimeError, match=rf"the MLflow store 'http://127\.0\.0\.1:{port}' cannot be reached"
+    ):
+        train(cfg)
+    assert not (tmp_path / "out" / "checkpoints").exists()

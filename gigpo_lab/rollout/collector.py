@@ -136,6 +136,7 @@ class Collector:
             "rollout/env_steps": float(len(batch)),
             "rollout/tokens": float(batch.response_mask.sum()),
             "rollout/env_errors": float(len(errors)),
+            "rollout/episodes": float(ok.sum()),  # finished episodes: the weight of the three means above
         }
         return batch, metrics
 

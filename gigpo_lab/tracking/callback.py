@@ -29,8 +29,10 @@ class IterationLogger(L.Callback):
         self.history: list[tuple[int, dict[str, float]]] = []
 
     def on_fit_start(self, trainer: L.Trainer, pl_module) -> None:
+        """One job, one MLflow run: on any rank but global rank 0 keep metrics in memory only (this also covers
+        strategies that copy the callback into spawned workers)."""
         if not trainer.is_global_zero:
-            self.tracker = None  # one job, one MLflow run: only global rank 0 writes (also under ddp_spawn)
+            self.tracker = None
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module) -> None:
         pl_module.finish_iteration()

@@ -21,7 +21,7 @@ import lightning as L
 import torch
 
 from gigpo_lab.batch import StepBatch
-from gigpo_lab.distributed import across_ranks, gathered_weights
+from gigpo_lab.distributed import across_ranks
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.loss import PolicyLoss
 
@@ -154,10 +154,6 @@ class GiGPOModule(L.LightningModule):
     @torch.no_grad()
     def prepare_iteration(self) -> list[StepBatch]:
         """Rollout, scoring and advantages of iteration ``current_epoch``; returns its minibatches."""
-        with self._full_weights():  # FSDP: the policy and reference are used outside their forward
-            return self._prepare_iteration()
-
-    def _prepare_iteration(self) -> list[StepBatch]:
         it = self.current_epoch
         # each rank of a multi-process run collects its own B groups with its own sampling stream: iteration
         # it, rank r is shard it * world + r (a single process: shard it, as before)
@@ -202,10 +198,6 @@ class GiGPOModule(L.LightningModule):
         self.policy.train()
         self._update_start = time.perf_counter()
         return shuffled_minibatches(batch, self.ppo_epochs, self.minibatch_size, gen)
-
-    def _full_weights(self):
-        """Under FSDP, the full weights for code outside the FSDP forward (``gathered_weights``); else a no-op."""
-        return gathered_weights(self.trainer.strategy.model if self._trainer is not None else None)
 
     def _strategy(self):
         """The Lightning strategy, or None outside a Trainer (a module driven by hand, as in some tests)."""
@@ -262,8 +254,7 @@ class GiGPOModule(L.LightningModule):
         Called by ``IterationLogger.on_train_epoch_end``, which Lightning runs before ``ModelCheckpoint``, so
         the checkpoint of an iteration always follows its metrics.
         """
-        with self._full_weights():  # FSDP: the engine reads every full weight
-            self.engine.sync_weights(self.policy)
+        self.engine.sync_weights(self.policy)
         metrics = dict(self._iter_metrics)
         metrics.update({k: sum(v) / len(v) for k, v in self._train_stats.items() if v})
         metrics["time/update_s"] = time.perf_counter() - self._update_start
@@ -276,8 +267,7 @@ class GiGPOModule(L.LightningModule):
             self.trainer.should_stop = True  # the env-step budget is spent: stop after this iteration
             last = True
         if self.eval_every > 0 and last:
-            with self._full_weights():
-                self.pending_metrics.append((step + 1, self.evaluate()))
+            self.pending_metrics.append((step + 1, self.evaluate()))
 
     # ----------------------------------------------------------------- evaluation and samples
     @torch.no_grad()
