@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 
@@ -50,7 +51,7 @@ def across_ranks(metrics: Mapping[str, float], strategy) -> dict[str, float]:
     """The job-wide value of every ``rollout/*`` metric of one rank's iteration (a collective: call on all ranks).
 
     Args:
-        metrics: this rank's rollout metrics (name -> float).
+        metrics: this rank's rollout metrics (name -> float); every rank passes the same names.
         strategy: the Lightning strategy; its ``reduce`` all-reduces one float64 tensor of shape (K,), K =
             ``len(metrics)``. None or a single process returns ``metrics`` unchanged.
 
@@ -61,8 +62,6 @@ def across_ranks(metrics: Mapping[str, float], strategy) -> dict[str, float]:
     world = int(getattr(strategy, "world_size", 1))
     if world == 1:
         return dict(metrics)
-    import math
-
     import torch
 
     keys = sorted(metrics)
