@@ -178,11 +178,42 @@ def _closed_port() -> int:
 def test_unreachable_server_at_start_fails_fast_before_any_rollout(tiny_overrides, tmp_path):
     uri = f"http://127.0.0.1:{_closed_port()}"
     cfg = compose_config([*tiny_overrides, f"tracking.uri={uri}"])
-    start = time.perf_counter()
     with pytest.raises(RuntimeError, match=r"the MLflow store 'http://127\.0\.0\.1:\d+' cannot be reached"):
         train(cfg)
-    assert time.perf_counter() - start < 15  # MLflow's own retries would take minutes
     assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+def test_the_start_check_tries_a_broken_server_once_not_with_retries(tiny_overrides, tmp_path):
+    """MLflow's default client retries a failing request with backoff for minutes; the start check must not.
+    A server that accepts each connection and hangs up counts how often it is tried."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.5)
+    tries, done = [], threading.Event()
+
+    def serve():
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            tries.append(1)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    cfg = compose_config([*tiny_overrides, f"tracking.uri=http://127.0.0.1:{server.getsockname()[1]}"])
+    try:
+        with pytest.raises(RuntimeError, match="cannot be reached"):
+            train(cfg)
+    finally:
+        done.set()
+        thread.join()
+        server.close()
+    assert len(tries) == 1
 
 
 def test_sqlite_store_in_an_unwritable_place_fails_before_any_rollout(tiny_overrides, tmp_path):
