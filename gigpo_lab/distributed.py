@@ -5,8 +5,8 @@
   the launchers set: Lightning's relaunch (``LOCAL_RANK``, ``NODE_RANK``), torchrun (``RANK``), SLURM
   (``SLURM_PROCID``), LSF and MPI (``RANK_VARIABLES``). ``train`` checks the guess against the Trainer's rank.
 * An iteration's rollout metrics describe the whole job, not rank 0's share of it: counts are summed over the
-  ranks and means weighted by their counts (``across_ranks``), so ``rollout/env_steps_total`` and ``trainer.max_env_steps``
-  count every rank's env steps and all ranks stop after the same iteration.
+  ranks and means weighted by their counts (``across_ranks``), so ``rollout/env_steps_total`` and
+  ``trainer.max_env_steps`` count every rank's env steps and all ranks stop after the same iteration.
 """
 
 from __future__ import annotations

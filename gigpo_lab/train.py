@@ -20,7 +20,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from gigpo_lab.config_paths import conf_dir, register_schemas
-from gigpo_lab.distributed import is_launch_rank_zero
+from gigpo_lab.distributed import RANK_VARIABLES, is_launch_rank_zero
 from gigpo_lab.run_info import (
     check_policy,
     checkpoint_run_id,
@@ -81,9 +81,24 @@ def _open_run(cfg: DictConfig, out: Path):
     """The run's writer: the store checked reachable (fails fast), the run started (or continued from the
     checkpoint's run, its metric points listed so none is written twice), secrets redacted from the params
     and the config artifact; later writes buffered while the store is unreachable."""
-    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri, flatten_config
+    from gigpo_lab.tracking import flatten_config
     from gigpo_lab.tracking.buffer import BufferedRun
     from gigpo_lab.tracking.mlflow_tracker import redact_secrets
+
+    tracker = _checked_tracker(cfg)
+    fresh = tracker.run_id is None
+    tracker.start()
+    if fresh:
+        shown = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
+        tracker.log_params(flatten_config(shown))
+        tracker.log_text(OmegaConf.to_yaml(shown), "config.yaml")
+    return BufferedRun(tracker, out, skip=() if fresh else tracker.logged_points())
+
+
+def _checked_tracker(cfg: DictConfig):
+    """The run's ``MlflowTracker``, not started: its run id read off ``ckpt_path`` (a bad checkpoint raises)
+    and its store checked reachable (fails fast)."""
+    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
     from gigpo_lab.tracking.sweep import sweep_context
 
     tracker = MlflowTracker(
@@ -95,30 +110,19 @@ def _open_run(cfg: DictConfig, out: Path):
         parent_run_id=sweep_context()[0],
     )
     tracker.check_reachable()
-    fresh = tracker.run_id is None
-    tracker.start()
-    if fresh:
-        shown = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
-        tracker.log_params(flatten_config(shown))
-        tracker.log_text(OmegaConf.to_yaml(shown), "config.yaml")
-    return BufferedRun(tracker, out, skip=() if fresh else tracker.logged_points())
+    return tracker
 
 
 def _check_run_inputs(cfg: DictConfig) -> None:
     """On a rank other than 0: what can stop rank 0 from opening the run (an unreachable store, a bad
     checkpoint) stops this rank too, at once, instead of leaving it waiting for rank 0 until the process-group
     timeout (srun and submitit do not kill the other tasks). Opens no run; returns None (no run here)."""
-    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
-
-    MlflowTracker(cfg.tracking.uri or default_tracking_uri(), cfg.tracking.experiment).check_reachable()
-    checkpoint_run_id(cfg.ckpt_path)
+    _checked_tracker(cfg)
 
 
 def _check_tracking_rank(trainer, *, tracking: bool) -> None:
     """The launch variables and the Trainer must agree on which process is global rank 0 (the one that tracks)."""
     if trainer.is_global_zero != tracking:
-        from gigpo_lab.distributed import RANK_VARIABLES
-
         shown = {k: os.environ[k] for k in RANK_VARIABLES if k in os.environ}
         raise RuntimeError(
             f"this process is global rank {trainer.global_rank} of {trainer.world_size}, but the rank variables "
