@@ -25,6 +25,23 @@ from gigpo_lab.train import _build_module
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def two_rank_trainer(folder: Path, iterations: int, *callbacks: L.Callback) -> L.Trainer:
+    """A bare Lightning Trainer over 2 CPU processes (ddp_spawn, gloo): no logger, checkpoints or bars."""
+    return L.Trainer(
+        max_epochs=iterations,
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        callbacks=list(callbacks),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=str(folder),
+    )
+
+
 class RecordingCollector:
     """The run's collector, remembering the seeds of every ``collect`` call."""
 
@@ -81,19 +98,7 @@ def test_two_ranks_sync_gradients_and_split_rollouts(tiny_overrides, tmp_path):
     module = _build_module(cfg)
     module.collector = RecordingCollector(module.collector)
     initial = {k: v.clone() for k, v in module.policy.state_dict().items()}
-    trainer = L.Trainer(
-        max_epochs=2,
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp_spawn",
-        callbacks=[DumpPerRank(tmp_path)],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        default_root_dir=str(tmp_path),
-    )
+    trainer = two_rank_trainer(tmp_path, 2, DumpPerRank(tmp_path))
     L.seed_everything(0, verbose=False)
     trainer.fit(module)
 
@@ -269,17 +274,7 @@ def test_row_sized_minibatches_are_refused_with_several_ranks(tiny_overrides, tm
     """Ranks collect different row counts: row-sized minibatches would give them different step counts."""
     cfg = compose_config([*tiny_overrides, "trainer.minibatch_size=4", "trainer.eval_every=0"])
     module = _build_module(cfg)
-    trainer = L.Trainer(
-        max_epochs=1,
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp_spawn",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(tmp_path),
-    )
+    trainer = two_rank_trainer(tmp_path, 1)
     with pytest.raises(Exception, match="trainer.minibatch_size=0"):
         trainer.fit(module)
 
@@ -306,18 +301,7 @@ def test_under_ddp_spawn_only_rank_zero_writes_the_run(tiny_overrides, tmp_path)
     cfg = compose_config([*tiny_overrides, "trainer.minibatch_size=0"])
     tracker = MlflowTracker(cfg.tracking.uri, "spawned")
     tracker.start()
-    trainer = L.Trainer(
-        max_epochs=2,
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp_spawn",
-        callbacks=[IterationLogger(tracker)],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=str(tmp_path),
-    )
+    trainer = two_rank_trainer(tmp_path, 2, IterationLogger(tracker))
     trainer.fit(_build_module(cfg))
     tracker.end()
     steps = MlflowClient(tracking_uri=cfg.tracking.uri).get_metric_history(
