@@ -179,6 +179,7 @@ def _build_module(cfg: DictConfig):
         sample_every=cfg.trainer.sample_every,
         max_env_steps=cfg.trainer.max_env_steps,
         logprob_temperature=cfg.rollout.temperature,
+        target_kl=cfg.trainer.target_kl,
     )
 
 
@@ -208,6 +209,8 @@ def _build_trainer(cfg: DictConfig, out: Path, run):
 
     # the frozen reference model is in eval mode on purpose; Lightning warns about any module in eval mode
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode", category=UserWarning)
+    # trainer.target_kl skips the rest of an iteration's steps by returning None from training_step, on purpose
+    warnings.filterwarnings("ignore", message=r"`training_step` returned `None`", category=UserWarning)
     ckpt_dir = out / "checkpoints"
     logger_cb = IterationLogger(run)
     callbacks = [

@@ -25,6 +25,7 @@ import gymnasium as gym
 import torch
 
 from gigpo_lab.batch import StepBatch
+from gigpo_lab.diagnostics import revisit_rate
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.rollout.episodes import EnvError, Turn, run_episodes, stack_turns
 
@@ -154,8 +155,11 @@ class Collector:
         kept = ok[env_index]
         returns = torch.zeros(len(envs)).index_add_(0, env_index[kept], rewards[kept])
         lengths = torch.bincount(env_index[kept], minlength=len(envs))
+        states = intern_strings([a for t in turns for a in t.anchors])
         return {
             "eval/success_rate": success[ok].float().mean().item(),
+            # an episode that came back to a state: with greedy decoding of a memoryless policy, a loop
+            "eval/revisit_rate": revisit_rate(env_index[kept], states[kept], len(envs)),
             "eval/return": returns[ok].mean().item(),
             "eval/length": lengths[ok].float().mean().item(),
             "eval/env_errors": float(len(errors)),

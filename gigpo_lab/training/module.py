@@ -21,6 +21,7 @@ import lightning as L
 import torch
 
 from gigpo_lab.batch import StepBatch
+from gigpo_lab.diagnostics import CollapseCounter, group_signal, logprob_gap, token_entropy
 from gigpo_lab.distributed import across_ranks
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.loss import PolicyLoss
@@ -70,6 +71,8 @@ class GiGPOModule(L.LightningModule):
             so that estimators are compared at equal env-step budgets.
         logprob_temperature: the rollout's sampling temperature; old, reference and current log-probs are all
             taken at it, so the PPO ratio compares the distributions the tokens were sampled from (verl's choice).
+        target_kl: stop the iteration's remaining optimizer steps once a minibatch's approx_kl exceeds it
+            (None: never), as Stable-Baselines3's PPO ``target_kl`` does; single-process runs only.
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class GiGPOModule(L.LightningModule):
         sample_every: int = 0,
         max_env_steps: int | None = None,
         logprob_temperature: float = 1.0,
+        target_kl: float | None = None,
     ) -> None:
         super().__init__()
         self.policy = policy
@@ -108,7 +112,10 @@ class GiGPOModule(L.LightningModule):
         self.sample_every = sample_every
         self.max_env_steps = max_env_steps
         self.logprob_temperature = logprob_temperature
+        self.target_kl = target_kl
+        self._kl_stopped = False
         self.env_steps_total = 0
+        self.collapses = CollapseCounter()
         self.mlflow_run_id: str | None = None
         #: (step, metrics) pairs waiting for the tracking callback; ``samples`` JSONL text by iteration.
         self.pending_metrics: list[tuple[int, dict[str, float]]] = []
@@ -119,6 +126,12 @@ class GiGPOModule(L.LightningModule):
 
     # ----------------------------------------------------------------- Lightning plumbing
     def on_fit_start(self) -> None:
+        if self.trainer.world_size > 1 and self.target_kl is not None:
+            # a rank that stops early would leave the others waiting in the gradient all-reduce
+            raise ValueError(
+                f"trainer.target_kl={self.target_kl} with {self.trainer.world_size} processes: the ranks would "
+                "stop after different numbers of optimizer steps and hang; set trainer.target_kl=null"
+            )
         if self.trainer.world_size > 1 and self.minibatch_size > 0:
             # ranks collect different numbers of rows, so row-sized minibatches give them different numbers of
             # optimizer steps, and DDP would hang or pair gradients of different steps
@@ -143,11 +156,13 @@ class GiGPOModule(L.LightningModule):
         checkpoint["gigpo_lab"] = {
             "env_steps_total": self.env_steps_total,
             "mlflow_run_id": self.mlflow_run_id,
+            "collapses": self.collapses.state(),
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("gigpo_lab", {})
         self.env_steps_total = int(state.get("env_steps_total", 0))
+        self.collapses.load(state.get("collapses", {}))
         mark_finished_epoch_completed(checkpoint)
 
     # ----------------------------------------------------------------- one iteration
@@ -170,7 +185,7 @@ class GiGPOModule(L.LightningModule):
         first = shard * self.groups
         seeds = [self.seed * 10_000_000 + first + b for b in range(self.groups)]
         batch, rollout = self.collector.collect(seeds, gen)
-        self._score(batch)
+        metrics.update(self._score(batch))
         t1 = time.perf_counter()
         if self.reference is not None and self.loss_fn.kl_in_reward:
             batch.rewards = batch.rewards - self.loss_fn.reward_penalty(
@@ -187,12 +202,17 @@ class GiGPOModule(L.LightningModule):
         self.env_steps_total += int(env_steps)
         metrics.update(rollout)
         metrics.update(adv.metrics)
+        metrics.update(group_signal(batch.extras["returns"], batch.extras["traj_group"]))
+        metrics.update(
+            self.collapses.update(rollout["rollout/success_rate"], rollout["rollout/invalid_rate"])
+        )
         metrics["rollout/env_steps_total"] = float(self.env_steps_total)
         metrics["time/rollout_s"] = t1 - t0
         metrics["time/advantage_s"] = t2 - t1
         metrics["perf/env_steps_per_s"] = env_steps / rollout_s
         metrics["perf/tokens_per_s"] = rollout.get("rollout/tokens", 0.0) / rollout_s
         self._iter_metrics = metrics
+        self._kl_stopped = False
         if self.sample_every > 0 and it % self.sample_every == 0:
             self.pending_samples.append((it, self._samples(batch)))
         self.policy.train()
@@ -203,16 +223,27 @@ class GiGPOModule(L.LightningModule):
         """The Lightning strategy, or None outside a Trainer (a module driven by hand, as in some tests)."""
         return self.trainer.strategy if self._trainer is not None else None
 
-    def _score(self, batch: StepBatch) -> None:
-        """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``."""
+    def _score(self, batch: StepBatch) -> dict[str, float]:
+        """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``; return the
+        sampling policy's entropy and the gap between the engine's sampling log-probs and the rescored ones."""
         cols = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
         args = tuple(t.to(self.device) for t in cols)
         t = self.logprob_temperature
-        batch.old_logprobs = self.policy.logprobs(*args, temperature=t)[0].cpu()
+        sampled = batch.old_logprobs
+        old, entropy = self.policy.logprobs(*args, temperature=t)
+        batch.old_logprobs = old.cpu()
         if self.reference is not None:
             batch.ref_logprobs = self.reference.logprobs(*args, temperature=t)[0].cpu()
+        metrics = token_entropy(entropy.cpu(), batch.response_mask)
+        if sampled is not None:
+            metrics.update(logprob_gap(sampled, batch.old_logprobs, batch.response_mask))
+        return metrics
 
-    def training_step(self, mb: StepBatch, batch_idx: int) -> torch.Tensor:
+    def training_step(self, mb: StepBatch, batch_idx: int) -> torch.Tensor | None:
+        """The loss of one minibatch; None (no optimizer step) once ``target_kl`` has stopped the iteration."""
+        self._train_stats["train/steps_taken"].append(0.0 if self._kl_stopped else 1.0)
+        if self._kl_stopped:
+            return None
         logp, entropy = self.policy.logprobs(
             mb.prompt_ids,
             mb.prompt_mask,
@@ -236,6 +267,10 @@ class GiGPOModule(L.LightningModule):
             ("train/approx_kl", out.approx_kl),
         ):
             self._train_stats[key].append(float(value.detach()))
+        if self.target_kl is not None and float(out.approx_kl) > self.target_kl:
+            self._kl_stopped = True  # this step and the rest of the iteration are skipped
+            self._train_stats["train/steps_taken"][-1] = 0.0
+            return None
         self.log("iter", float(self.current_epoch), prog_bar=True, logger=False)
         self.log(
             "succ", self._iter_metrics.get("rollout/success_rate", math.nan), prog_bar=True, logger=False
@@ -257,6 +292,10 @@ class GiGPOModule(L.LightningModule):
         self.engine.sync_weights(self.policy)
         metrics = dict(self._iter_metrics)
         metrics.update({k: sum(v) / len(v) for k, v in self._train_stats.items() if v})
+        if self._train_stats[
+            "train/approx_kl"
+        ]:  # a destructive update shows in the largest step, not the mean
+            metrics["train/approx_kl_max"] = max(self._train_stats["train/approx_kl"])
         metrics["time/update_s"] = time.perf_counter() - self._update_start
         metrics["train/iteration"] = float(self.current_epoch)
         self._train_stats.clear()

@@ -1,0 +1,165 @@
+"""Seed robustness of one configuration: N seeds in parallel, then solved k/n, collapses and cost.
+
+    python experiments/seed_robustness.py --seeds 10 --jobs 2 -- estimator=grpo env=sokoban
+    python experiments/seed_robustness.py --seeds 10 --name lr3e-4 -- trainer.optimizer.lr=3e-4
+
+Every run is a real ``train(cfg)`` (one torch thread each, ``--jobs`` worker processes that import the lab
+once) writing to its own sqlite MLflow store under ``--root``; the table is read back from those stores.
+Columns, per seed and in total:
+
+- ``final``: the last ``eval/success_rate``; *solved* when it is >= ``--threshold`` (default 0.8).
+- ``steps@thr``: ``eval/env_steps_total`` at the first evaluation at or above the threshold.
+- ``collapse``: once ``rollout/success_rate`` has passed 0.5, a later iteration whose
+  ``rollout/invalid_rate`` is above 0.3 (issue #12's definition), and the number of such iterations.
+- ``max_kl``: the largest per-iteration ``train/approx_kl`` (a destructive update shows as a spike).
+- ``wall``: seconds of ``train(cfg)``.
+
+This is the benchmark behind the seed-robustness tables in docs/WHY_RUNS_FAIL.md: it prints a table and
+asserts nothing. The same numbers for a Hydra sweep come from ``gigpo-lab compare``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+COLLAPSE_SUCCESS = 0.5  # rollout success above which the policy counts as trained
+COLLAPSE_INVALID = 0.3  # invalid-action rate above which a trained policy counts as collapsed
+
+
+def _run(job: tuple[list[str], int, str]) -> dict:
+    """One seed in a worker process: compose, train, return the path of its store and its wall time."""
+    overrides, seed, root = job
+    import torch
+
+    torch.set_num_threads(1)
+    from gigpo_lab.config_paths import compose_config
+    from gigpo_lab.train import train
+
+    out = Path(root) / f"seed{seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    uri = f"sqlite:///{out / 'mlflow.db'}"
+    cfg = compose_config(
+        [
+            *overrides,
+            f"seed={seed}",
+            "trainer.num_threads=1",
+            "trainer.progress_bar=false",
+            f"tracking.uri={uri}",
+            f"output_dir={out / 'run'}",
+        ]
+    )
+    start = time.perf_counter()
+    try:
+        train(cfg)
+        error = None
+    except Exception as err:  # a failed seed is reported, not hidden
+        error = f"{type(err).__name__}: {err}"[:300]
+    return {"seed": seed, "uri": uri, "wall": time.perf_counter() - start, "error": error}
+
+
+def _histories(uri: str) -> dict[str, dict[int, float]]:
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    exp_ids = [e.experiment_id for e in client.search_experiments()]
+    run = client.search_runs(exp_ids, max_results=1, order_by=["attributes.start_time DESC"])[0]
+    return {
+        key: {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)}
+        for key in run.data.metrics
+    }
+
+
+def summarize(result: dict, threshold: float) -> dict:
+    """The per-seed row: final eval, steps to the threshold, collapses, the largest approx_kl."""
+    h = _histories(result["uri"])
+    evals = sorted(h.get("eval/success_rate", {}).items())
+    steps = h.get("eval/env_steps_total", {})
+    final = evals[-1][1] if evals else math.nan
+    reached = [steps.get(s, math.nan) for s, v in evals if v >= threshold]
+    succ, invalid = h.get("rollout/success_rate", {}), h.get("rollout/invalid_rate", {})
+    trained, collapses = False, 0
+    for it in sorted(succ):
+        if trained and invalid.get(it, 0.0) > COLLAPSE_INVALID:
+            collapses += 1
+        trained = trained or succ[it] > COLLAPSE_SUCCESS
+    kls = list(h.get("train/approx_kl", {}).values())
+    return {
+        "seed": result["seed"],
+        "final": final,
+        "solved": final >= threshold,
+        "steps": reached[0] if reached else math.nan,
+        "collapses": collapses,
+        "max_kl": max(kls) if kls else math.nan,
+        "rollout_final": succ[max(succ)] if succ else math.nan,
+        "wall": result["wall"],
+        "error": result["error"],
+        "evals": [round(v, 2) for _, v in evals],
+    }
+
+
+def print_table(name: str, rows: list[dict], threshold: float) -> None:
+    print(f"\n## {name}\n")
+    print(
+        "| seed | final eval | steps@thr | collapse iters | max approx_kl | rollout final | wall s | evals |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(
+            f"| {r['seed']} | {r['final']:.2f} | {r['steps']:.0f} | {r['collapses']} | {r['max_kl']:.3g} | "
+            f"{r['rollout_final']:.2f} | {r['wall']:.0f} | {' '.join(map(str, r['evals']))}"
+            + (f" ERROR {r['error']}" if r["error"] else "")
+            + " |"
+        )
+    solved = [r for r in rows if r["solved"]]
+    steps = [r["steps"] for r in solved if math.isfinite(r["steps"])]
+    finals = [r["final"] for r in rows]
+    print(
+        f"\n**{name}: solved {len(solved)}/{len(rows)}** (final eval >= {threshold}); "
+        f"final eval mean {statistics.fmean(finals):.2f}, min {min(finals):.2f}; "
+        f"runs with a collapse: {sum(r['collapses'] > 0 for r in rows)}; "
+        f"median env steps to threshold: {statistics.median(steps) if steps else math.nan:.0f}; "
+        f"median wall: {statistics.median(r['wall'] for r in rows):.0f} s"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2, help="parallel worker processes (default 2)")
+    parser.add_argument("--threshold", type=float, default=0.8)
+    parser.add_argument("--name", default=None, help="a label for the table (default: the overrides)")
+    parser.add_argument("--root", default="/tmp/seed_robustness", help="where the stores are written")
+    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("overrides", nargs="*", help="config overrides, after --")
+    args = parser.parse_args(argv)
+    name = args.name or (" ".join(args.overrides) or "default")
+    root = Path(args.root) / name.replace(" ", "_").replace("/", "_")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    jobs = [(list(args.overrides), s, str(root)) for s in seeds]
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import lightning  # noqa: F401
+
+    import gigpo_lab.train  # noqa: F401  (imported once here, shared by the forked workers)
+
+    start = time.perf_counter()
+    with mp.get_context("fork").Pool(args.jobs, maxtasksperchild=4) as pool:
+        results = pool.map(_run, jobs, chunksize=1)
+    rows = [summarize(r, args.threshold) for r in results]
+    print_table(name, rows, args.threshold)
+    print(f"total wall {time.perf_counter() - start:.0f} s with {args.jobs} jobs; load {os.getloadavg()}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"name": name, "rows": rows}, indent=1))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
