@@ -22,6 +22,7 @@ import torch
 
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.distributed import across_ranks
+from gigpo_lab.policy.base import score_unique_rows
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.loss import PolicyLoss
 
@@ -208,9 +209,9 @@ class GiGPOModule(L.LightningModule):
         cols = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
         args = tuple(t.to(self.device) for t in cols)
         t = self.logprob_temperature
-        batch.old_logprobs = self.policy.logprobs(*args, temperature=t)[0].cpu()
+        batch.old_logprobs = score_unique_rows(self.policy, *args, temperature=t).cpu()
         if self.reference is not None:
-            batch.ref_logprobs = self.reference.logprobs(*args, temperature=t)[0].cpu()
+            batch.ref_logprobs = score_unique_rows(self.reference, *args, temperature=t).cpu()
 
     def training_step(self, mb: StepBatch, batch_idx: int) -> torch.Tensor:
         logp, entropy = self.policy.logprobs(
