@@ -2,7 +2,8 @@
 
 Runs ``python -m gigpo_lab.train <overrides> trainer.num_threads=1 trainer.progress_bar=false`` with the
 old tree and the new tree first on ``PYTHONPATH``, alternately (old, new, old, new, ...), each in a fresh
-scratch dir with a fresh sqlite MLflow store, and prints per tree the median wall time of the whole process
+scratch dir (one sqlite MLflow store per tree, created before the timed runs as in a sweep; ``--fresh-store``
+times a first run's store creation too), and prints per tree the median wall time of the whole process
 (startup included), the median CPU time (user + sys of the child), the median ``time/wall_s`` the run
 reports (fit only), and the new/old ratios, with the 1-minute load average at the start and the end.
 
@@ -29,9 +30,12 @@ import time
 from pathlib import Path
 
 
-def one_run(tree: Path, overrides: str, python: str, scratch: Path) -> dict[str, float]:
-    """Train once with ``tree``; return wall_s (whole process), cpu_s (child user+sys) and fit_s (time/wall_s)."""
+def one_run(tree: Path, overrides: str, python: str, scratch: Path, store: str | None) -> dict[str, float]:
+    """Train once with ``tree``; return wall_s (whole process), cpu_s (child user+sys) and fit_s (time/wall_s).
+
+    ``store``: the MLflow URI to use (an existing store), or None for a fresh sqlite store in the run's dir."""
     work = Path(tempfile.mkdtemp(dir=scratch, prefix="bench-"))
+    uri = store or f"sqlite:///{work / 'mlflow.db'}"
     cmd = [
         python,
         "-m",
@@ -39,7 +43,7 @@ def one_run(tree: Path, overrides: str, python: str, scratch: Path) -> dict[str,
         *shlex.split(overrides),
         "trainer.num_threads=1",
         "trainer.progress_bar=false",
-        f"tracking.uri=sqlite:///{work / 'mlflow.db'}",
+        f"tracking.uri={uri}",
         f"hydra.run.dir={work / 'hydra'}",
     ]
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -69,21 +73,40 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs per tree, alternating (default 3)")
     parser.add_argument("--config", default="", help="Hydra overrides (default: none = the default run)")
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument(
+        "--fresh-store",
+        action="store_true",
+        help="a new MLflow store per run, its creation timed (a first run); default: one store per tree, "
+        "created before the timed runs (as in a sweep)",
+    )
     parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "gigpo-bench")
     args = parser.parse_args()
     args.scratch.mkdir(parents=True, exist_ok=True)
     trees = {"old": args.old, "new": args.new}
     results: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
+    stores: dict[str, str | None] = {name: None for name in trees}
+    if not args.fresh_store:
+        for name, tree in trees.items():
+            stores[name] = (
+                f"sqlite:///{Path(tempfile.mkdtemp(dir=args.scratch, prefix='store-')) / 'mlflow.db'}"
+            )
+            create = f"from mlflow.tracking import MlflowClient; MlflowClient({stores[name]!r}).search_experiments()"
+            subprocess.run(
+                [args.python, "-c", create], env={**os.environ, "PYTHONPATH": str(tree)}, check=True
+            )
     load_start = os.getloadavg()[0]
     for i in range(args.repeats):
         for name, tree in trees.items():
-            r = one_run(tree, args.config, args.python, args.scratch)
+            r = one_run(tree, args.config, args.python, args.scratch, stores[name])
             results[name].append(r)
             print(f"  run {i + 1}/{args.repeats} {name}: " + "  ".join(f"{k} {v:6.1f}" for k, v in r.items()))
     load_end = os.getloadavg()[0]
     keys = ("wall_s", "cpu_s", "fit_s")
     med = {n: {k: statistics.median(r[k] for r in rs) for k in keys} for n, rs in results.items()}
-    print(f"\ndefault run {args.config or '(no overrides)'}, 1 thread, {args.repeats} repeats, medians")
+    store = "a fresh MLflow store per run" if args.fresh_store else "an existing MLflow store"
+    print(
+        f"\ndefault run {args.config or '(no overrides)'}, 1 thread, {store}, {args.repeats} repeats, medians"
+    )
     print(f"{'tree':<5} {'wall_s':>8} {'cpu_s':>8} {'fit_s':>8}  source")
     for name in trees:
         print(f"{name:<5} " + " ".join(f"{med[name][k]:8.1f}" for k in keys) + f"  {trees[name]}")

@@ -45,7 +45,7 @@ def install() -> None:
 
     from lightning.pytorch import LightningModule
 
-    import gigpo_lab.rollout.episodes as episodes
+    import gigpo_lab.rollout.collector as collector
     import gigpo_lab.train as train
     from gigpo_lab.envs.text_actions import TextActionWrapper
     from gigpo_lab.policy.tiny import TinyPolicy
@@ -62,7 +62,7 @@ def install() -> None:
     timed(train, "_build_module", "build envs, policy, engine")
     timed(train, "_build_trainer", "build Trainer")
     timed(Collector, "collect", "rollout: collect")
-    timed(episodes, "run_episodes", "rollout: run_episodes")
+    timed(collector, "run_episodes", "rollout: run_episodes")
     timed(TorchEngine, "generate", "rollout: engine.generate")
     timed(TextActionWrapper, "step", "rollout: env.step")
     timed(TinyPolicy, "build_prompt", "rollout: build_prompt")
