@@ -87,11 +87,13 @@ class FrozenLakeText(TextEnv):
             len(INSTRUCTION) + len(self._actions_line()) + 2 * size * ncols + 8
         )
         self._lake: FrozenLakeEnv | None = None
+        self._anchors: dict[int, str] = {}  # state -> anchor text of the current map
 
     def _actions_line(self) -> str:
         return "Actions: " + ", ".join(ACTIONS)
 
     def _build_lake(self, desc: list[str]) -> FrozenLakeEnv:
+        self._anchors = {}  # a new map: its anchors are rendered afresh
         return FrozenLakeEnv(desc=desc, is_slippery=self.is_slippery, reward_schedule=self.reward_schedule)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
@@ -119,12 +121,16 @@ class FrozenLakeText(TextEnv):
         return self._lake.desc[row, col].decode()
 
     def anchor(self) -> str:
-        """The grid with ``P`` on the agent's cell."""
+        """The grid with ``P`` on the agent's cell (rendered once per cell of the current map, then cached)."""
         lake = self._lake
-        rows = [[c.decode() for c in row] for row in lake.desc]
-        row, col = divmod(int(lake.s), lake.ncol)
-        rows[row][col] = "P"
-        return render_grid(rows)
+        state = int(lake.s)
+        text = self._anchors.get(state)
+        if text is None:
+            rows = [[c.decode() for c in row] for row in lake.desc]
+            row, col = divmod(state, lake.ncol)
+            rows[row][col] = "P"
+            text = self._anchors[state] = render_grid(rows)
+        return text
 
     def observation_text(self) -> str:
         """Instruction, grid, and the action names."""

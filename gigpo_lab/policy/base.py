@@ -129,3 +129,49 @@ class Policy(torch.nn.Module):
         entropy = log_norm - (F.softmax(logits, dim=-1) * logits).sum(-1)
         zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
         return torch.where(response_mask, logp, zero), torch.where(response_mask, entropy, zero)
+
+
+#: The fewest rows a deduplicated scoring batch keeps. BLAS picks its kernels by matrix shape, and very small
+#: row counts take other kernels than large ones (MKL: fewer than 4 rows), which round differently; with at
+#: least 8 rows (so >= 8 rows in every matmul) a row's numbers do not depend on the batch it is scored in.
+MIN_SCORED_ROWS = 8
+
+
+def score_unique_rows(
+    model: Any,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    temperature: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``model.logprobs(...)`` (N, R) each, computed once per distinct row (no grad; for old/reference scoring).
+
+    A collection batch repeats rows: the G envs of a group often see the same state and answer the same
+    word (FrozenLake 4x4 has 16 states). On the CPU a row's log-probs do not depend on the other rows of its
+    batch (the row-wise ops are independent and each matmul output sums over the same features in the same
+    order), so scoring the U distinct rows (at least ``MIN_SCORED_ROWS``) and indexing back gives the very
+    bits of the full batch at U / N of the cost. On other devices (cuBLAS picks kernels, split-K among them,
+    by shape) the full batch is scored as is.
+
+    Args:
+        model: anything with the ``Policy.logprobs`` signature (the policy or its frozen reference).
+        prompt_ids / prompt_mask: (N, P) left-padded. response_ids / response_mask: (N, R) right-padded.
+    Returns:
+        logp (N, R) float, 0 where masked; entropy (N, R) float, 0 where masked.
+    """
+    n = prompt_ids.shape[0]
+    columns = (prompt_ids, prompt_mask, response_ids, response_mask)
+    if prompt_ids.device.type != "cpu" or n <= MIN_SCORED_ROWS:
+        return model.logprobs(*columns, temperature=temperature)
+    key = torch.cat([prompt_ids, prompt_mask.long(), response_ids, response_mask.long()], dim=1)
+    unique, inverse = torch.unique(key, dim=0, return_inverse=True)
+    if len(unique) * 2 > n:  # few repeats: not worth the gather
+        return model.logprobs(*columns, temperature=temperature)
+    first = torch.full((len(unique),), n, dtype=torch.long).scatter_reduce_(
+        0, inverse, torch.arange(n), reduce="amin"
+    )
+    pad = max(0, MIN_SCORED_ROWS - len(first))
+    rows = torch.cat([first, first[:1].expand(pad)])  # padded with copies of one row: >= MIN_SCORED_ROWS
+    logp, entropy = model.logprobs(*(c[rows] for c in columns), temperature=temperature)
+    return logp[inverse], entropy[inverse]

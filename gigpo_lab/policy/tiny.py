@@ -24,6 +24,8 @@ from gigpo_lab.policy.word_tokenizer import WordTokenizer
 PROMPT_SOURCES = ("anchor", "observation")
 #: Positions kept free after a prompt for the response (the default SamplingParams budget).
 RESPONSE_RESERVE = 8
+#: Distinct texts whose token ids ``build_prompt`` keeps (the memo is emptied when full).
+ENCODE_CACHE_SIZE = 65_536
 
 
 class TinyPolicy(Policy):
@@ -50,20 +52,33 @@ class TinyPolicy(Policy):
         self.model = model
         self.prompt_source = prompt_source
         self.history_window = history_window
+        self._encoded: dict[str, list[int]] = {}  # text -> ids (``_encode``)
 
     def build_prompt(self, observation: str, anchor: str, history: list[tuple[str, str]]) -> list[int]:
         """Ids of the window's past entries and the current state, each ended by ``<sep>`` (see module doc);
         left-truncated to ``max_seq_len - RESPONSE_RESERVE`` tokens."""
-        tok = self.tokenizer
+        encode, sep = self._encode, self.tokenizer.sep_id
         ids: list[int] = []
         past = history[-self.history_window :] if self.history_window else []
         for past_observation, action in past:
             if self.prompt_source == "observation":
-                ids += tok.encode(past_observation)
-            ids += tok.encode(action) + [tok.sep_id]
-        ids += tok.encode(anchor if self.prompt_source == "anchor" else observation) + [tok.sep_id]
+                ids += encode(past_observation)
+            ids += encode(action)
+            ids.append(sep)
+        ids += encode(anchor if self.prompt_source == "anchor" else observation)
+        ids.append(sep)
         limit = max(1, self.model.max_seq_len - RESPONSE_RESERVE)
         return ids[-limit:]
+
+    def _encode(self, text: str) -> list[int]:
+        """``tokenizer.encode(text)``, memoised: an episode's states and actions repeat across turns and envs.
+        The caller must not modify the returned list."""
+        ids = self._encoded.get(text)
+        if ids is None:
+            if len(self._encoded) >= ENCODE_CACHE_SIZE:
+                self._encoded.clear()
+            ids = self._encoded[text] = self.tokenizer.encode(text)
+        return ids
 
     def stop_ids(self) -> list[int]:
         return [self.tokenizer.eos_id, self.tokenizer.action_close_id]

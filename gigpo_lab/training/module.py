@@ -23,6 +23,7 @@ import torch
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.diagnostics import CollapseCounter, group_signal, logprob_gap, token_entropy
 from gigpo_lab.distributed import across_ranks
+from gigpo_lab.policy.base import score_unique_rows
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.loss import PolicyLoss
 
@@ -230,10 +231,10 @@ class GiGPOModule(L.LightningModule):
         args = tuple(t.to(self.device) for t in cols)
         t = self.logprob_temperature
         sampled = batch.old_logprobs
-        old, entropy = self.policy.logprobs(*args, temperature=t)
+        old, entropy = score_unique_rows(self.policy, *args, temperature=t)
         batch.old_logprobs = old.cpu()
         if self.reference is not None:
-            batch.ref_logprobs = self.reference.logprobs(*args, temperature=t)[0].cpu()
+            batch.ref_logprobs = score_unique_rows(self.reference, *args, temperature=t)[0].cpu()
         metrics = token_entropy(entropy.cpu(), batch.response_mask)
         if sampled is not None:
             metrics.update(logprob_gap(sampled, batch.old_logprobs, batch.response_mask))

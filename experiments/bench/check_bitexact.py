@@ -1,0 +1,125 @@
+"""Check that two source trees train bit for bit alike: same config, same MLflow metric history.
+
+Runs ``python -m gigpo_lab.train <overrides>`` once with each tree first on ``PYTHONPATH`` (one torch thread,
+no progress bar, a fresh sqlite MLflow store and Hydra dir under ``--scratch``), reads every metric's full
+history (step, value) back from the store, and compares them exactly, except the timing metrics
+(``time/*``, ``perf/*``), which differ from run to run by nature. Exits 1 on any difference.
+
+The base tree's histories are cached in ``--scratch`` by (tree, commit, overrides), so a fixed base (a clean
+checkout) runs once per config.
+
+Usage (from the repo root; the default configs are the ones the speed work must keep bit-exact)::
+
+    PYTHONPATH=$PWD python experiments/bench/check_bitexact.py --base /work/base
+    python experiments/bench/check_bitexact.py --base /work/base --config "trainer.iterations=3 seed=1"
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+#: The configs checked by default: the default estimator (GiGPO) and GRPO, 6 iterations (evals at 0 and 5).
+DEFAULT_CONFIGS = ("trainer.iterations=6 seed=0", "trainer.iterations=6 seed=0 estimator=grpo")
+#: Metrics that measure time, not numerics.
+IGNORED_PREFIXES = ("time/", "perf/")
+
+
+def tree_commit(tree: Path) -> str:
+    """``git describe``-like id of ``tree``: HEAD's hash plus ``-dirty`` when it has uncommitted changes."""
+    head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain"], capture_output=True, text=True)
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def run_train(tree: Path, overrides: str, scratch: Path, python: str) -> dict[str, list[list[float]]]:
+    """Train once with ``tree`` on PYTHONPATH; return {metric: [[step, value], ...]} (timing metrics dropped)."""
+    work = Path(tempfile.mkdtemp(dir=scratch, prefix="run-"))
+    db = work / "mlflow.db"
+    cmd = [
+        python,
+        "-m",
+        "gigpo_lab.train",
+        *shlex.split(overrides),
+        "trainer.num_threads=1",
+        "trainer.progress_bar=false",
+        f"tracking.uri=sqlite:///{db}",
+        f"hydra.run.dir={work / 'hydra'}",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"training failed with {tree}:\n{proc.stderr[-4000:]}")
+    return read_history(db)
+
+
+def read_history(db: Path) -> dict[str, list[list[float]]]:
+    """Every metric of the store's only run: {key: [[step, value], ...]} sorted by step (timing metrics dropped)."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    rows = con.execute(
+        "SELECT key, step, value, is_nan FROM metrics ORDER BY key, step, timestamp"
+    ).fetchall()
+    con.close()
+    out: dict[str, list[list[float]]] = {}
+    for key, step, value, is_nan in rows:
+        if not key.startswith(IGNORED_PREFIXES):
+            out.setdefault(key, []).append([step, "nan" if is_nan else value])
+    return out
+
+
+def diff_histories(old: dict, new: dict) -> list[str]:
+    """Human-readable differences (missing keys, different lengths or values); empty when identical."""
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a is None or b is None:
+            lines.append(f"{key}: only in {'new' if a is None else 'base'}")
+        elif a != b:
+            bad = [(x, y) for x, y in zip(a, b, strict=False) if x != y][:3]
+            lines.append(f"{key}: {len(a)} vs {len(b)} points; first differences (base, new): {bad}")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--base", type=Path, required=True, help="the reference source tree (e.g. /work/base)"
+    )
+    parser.add_argument("--new", type=Path, default=Path.cwd(), help="the tree under test (default: cwd)")
+    parser.add_argument("--config", action="append", help="Hydra overrides, one run per flag (default: two)")
+    parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "gigpo-bitexact")
+    parser.add_argument("--python", default=sys.executable)
+    args = parser.parse_args()
+    args.scratch.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for overrides in args.config or DEFAULT_CONFIGS:
+        base_id = tree_commit(args.base)
+        key = hashlib.sha1(f"{args.base.resolve()}|{base_id}|{overrides}".encode()).hexdigest()[:16]
+        cache = args.scratch / f"base-{key}.json"
+        if cache.exists() and not base_id.endswith("-dirty"):
+            old = json.loads(cache.read_text())
+        else:
+            old = run_train(args.base, overrides, args.scratch, args.python)
+            cache.write_text(json.dumps(old))
+        new = run_train(args.new, overrides, args.scratch, args.python)
+        lines = diff_histories(old, new)
+        points = sum(len(v) for v in old.values())
+        verdict = "IDENTICAL" if not lines else "DIFFERENT"
+        print(f"[{verdict}] {overrides!r}: {len(old)} metrics, {points} points (base {base_id[:10]})")
+        for line in lines[:20]:
+            print("   ", line)
+        failed += bool(lines)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Where one training run's time goes: wall seconds per phase, from timers wrapped around the lab's functions.
+
+Runs ``gigpo_lab.train.main`` in this process (pass Hydra overrides as arguments; one thread and no progress
+bar are added) with timers around the phases, then prints a table. Times are inclusive: an indented row is
+part of the row above it. "other" rows are the parent minus its listed children (Lightning's loop, the
+closure, Python glue). No numerics change: the wrappers only read the clock.
+
+Usage (from the repo root; PYTHONPATH picks the tree to profile)::
+
+    PYTHONPATH=$PWD python experiments/bench/profile_run.py tracking.uri=sqlite:////tmp/p/mlflow.db \
+        hydra.run.dir=/tmp/p/hydra
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections import defaultdict
+
+START = time.perf_counter()
+TOTALS: dict[str, float] = defaultdict(float)
+CALLS: dict[str, int] = defaultdict(int)
+MARKS: dict[str, float] = {}
+
+
+def timed(owner, attr: str, name: str) -> None:
+    """Replace ``owner.attr`` by a wrapper that adds its wall time to ``TOTALS[name]``."""
+    inner = getattr(owner, attr)
+
+    @functools.wraps(inner)
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            TOTALS[name] += time.perf_counter() - t0
+            CALLS[name] += 1
+
+    setattr(owner, attr, wrapper)
+
+
+def install() -> None:
+    import importlib
+
+    from lightning.pytorch import LightningModule
+
+    import gigpo_lab.rollout.collector as collector
+    import gigpo_lab.train as train
+    from gigpo_lab.envs.text_actions import TextActionWrapper
+    from gigpo_lab.policy.tiny import TinyPolicy
+    from gigpo_lab.rollout.collector import Collector
+    from gigpo_lab.rollout.torch_engine import TorchEngine
+    from gigpo_lab.tracking.buffer import BufferedRun
+    from gigpo_lab.tracking.callback import IterationLogger
+    from gigpo_lab.training.checkpointing import AtomicCheckpointIO
+    from gigpo_lab.training.module import GiGPOModule
+
+    MARKS["imports"] = time.perf_counter() - START
+    timed(train, "train", "train()")
+    timed(train, "_open_run", "mlflow: open run (store, params)")
+    timed(train, "_build_module", "build envs, policy, engine")
+    timed(train, "_build_trainer", "build Trainer")
+    timed(Collector, "collect", "rollout: collect")
+    timed(collector, "run_episodes", "rollout: run_episodes")
+    timed(TorchEngine, "generate", "rollout: engine.generate")
+    timed(TextActionWrapper, "step", "rollout: env.step")
+    timed(TinyPolicy, "build_prompt", "rollout: build_prompt")
+    timed(GiGPOModule, "_score", "old/ref scoring")
+    timed(GiGPOModule, "prepare_iteration", "prepare_iteration")
+    timed(GiGPOModule, "evaluate", "eval")
+    timed(GiGPOModule, "training_step", "update: forward + loss")
+    timed(LightningModule, "backward", "update: backward")
+    timed(importlib.import_module("torch.optim.adam"), "adam", "update: AdamW math")
+    timed(GiGPOModule, "on_before_optimizer_step", "update: grad norm")
+    timed(LightningModule, "clip_gradients", "update: clip")
+    timed(IterationLogger, "flush", "mlflow: iteration metrics + samples")
+    timed(AtomicCheckpointIO, "save_checkpoint", "checkpoints")
+    timed(BufferedRun, "log_artifact", "mlflow: checkpoint artifact")
+    timed(BufferedRun, "end", "mlflow: end run")
+    import lightning
+
+    timed(lightning.Trainer, "fit", "Trainer.fit")
+
+
+ROWS = (
+    ("startup: imports (torch, lightning, mlflow, hydra)", "imports", 0),
+    ("mlflow: open run (store, params)", None, 0),
+    ("build envs, policy, engine", None, 0),
+    ("build Trainer", None, 0),
+    ("Trainer.fit", None, 0),
+    ("prepare_iteration", None, 1),
+    ("eval", None, 2),
+    ("rollout: collect", None, 2),
+    ("rollout: run_episodes", None, 3),
+    ("rollout: engine.generate", None, 4),
+    ("rollout: env.step", None, 4),
+    ("rollout: build_prompt", None, 4),
+    ("old/ref scoring", None, 2),
+    ("update: forward + loss", None, 1),
+    ("update: backward", None, 1),
+    ("update: AdamW math", None, 1),
+    ("update: grad norm", None, 1),
+    ("update: clip", None, 1),
+    ("mlflow: iteration metrics + samples", None, 1),
+    ("checkpoints", None, 1),
+    ("mlflow: checkpoint artifact", None, 0),
+    ("mlflow: end run", None, 0),
+)
+
+
+def report(total: float) -> None:
+    print(f"\n{'phase':<58} {'wall s':>8} {'share':>6} {'calls':>6}")
+    for name, mark, depth in ROWS:
+        value = MARKS[mark] if mark else TOTALS.get(name, 0.0)
+        label = "  " * depth + name
+        print(f"{label:<58} {value:8.2f} {value / total:6.1%} {CALLS.get(name, 1) if not mark else 1:6d}")
+    fit = TOTALS["Trainer.fit"]
+    inner = sum(
+        TOTALS[k]
+        for k in (
+            "prepare_iteration",
+            "update: forward + loss",
+            "update: backward",
+            "update: AdamW math",
+            "update: grad norm",
+            "update: clip",
+            "mlflow: iteration metrics + samples",
+            "checkpoints",
+        )
+    )
+    print(
+        f"{'  Lightning loop + glue (fit minus the rows above)':<58} {fit - inner:8.2f} {(fit - inner) / total:6.1%}"
+    )
+    rest = total - MARKS["imports"] - TOTALS["train()"]
+    print(f"{'hydra compose, teardown, rest':<58} {rest:8.2f} {rest / total:6.1%}")
+    print(f"{'total (process)':<58} {total:8.2f}")
+
+
+def main() -> None:
+    install()
+    import gigpo_lab.train as train
+
+    args = [*sys.argv[1:], "trainer.num_threads=1", "trainer.progress_bar=false"]
+    try:
+        train.main(args)
+    finally:
+        report(time.perf_counter() - START)
+
+
+if __name__ == "__main__":
+    main()
