@@ -90,7 +90,7 @@ def summarize(result: dict, threshold: float) -> dict:
         if trained and invalid.get(it, 0.0) > COLLAPSE_INVALID:
             collapses += 1
         trained = trained or succ[it] > COLLAPSE_SUCCESS
-    kls = list(h.get("train/approx_kl", {}).values())
+    kls = list(h.get("train/approx_kl_max", h.get("train/approx_kl", {})).values())
     return {
         "seed": result["seed"],
         "final": final,

@@ -13,9 +13,20 @@ from gigpo_lab.rollout.episodes import left_pad
 VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down", "\n"]
 
 
-@pytest.fixture(scope="module")
-def policy():
-    return build_tiny_policy(VOCAB, d_model=32, n_layers=2, n_heads=4, max_seq_len=64, seed=0)
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "qk_norm"])
+def policy(request):
+    return build_tiny_policy(
+        VOCAB, d_model=32, n_layers=2, n_heads=4, max_seq_len=64, seed=0, qk_norm=request.param
+    )
+
+
+def test_qk_norm_adds_only_norm_parameters_and_keeps_the_init_draws():
+    """qk_norm adds a LayerNorm per q and k (ones and zeros), and every other weight is drawn the same."""
+    plain = build_tiny_policy(VOCAB, d_model=32, seed=3).state_dict()
+    normed = build_tiny_policy(VOCAB, d_model=32, seed=3, qk_norm=True).state_dict()
+    extra = sorted(set(normed) - set(plain))
+    assert extra and all(".q_norm." in k or ".k_norm." in k for k in extra)
+    assert all(torch.equal(plain[k], normed[k]) for k in plain)
 
 
 def test_init_depends_only_on_seed():

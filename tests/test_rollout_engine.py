@@ -24,7 +24,13 @@ def hf(tmp_path_factory):
     return build_hf_policy(str(build_tiny_hf_model(tmp_path_factory.mktemp("qwen2"))))
 
 
-@pytest.fixture(params=["tiny", "hf"])
+@pytest.fixture(scope="module")
+def tiny_qk():
+    """The tiny policy with QK-LayerNorm: its cached keys are the normalised ones."""
+    return build_tiny_policy(VOCAB, d_model=32, n_layers=2, n_heads=4, max_seq_len=64, seed=1, qk_norm=True)
+
+
+@pytest.fixture(params=["tiny", "tiny_qk", "hf"])
 def policy(request):
     return request.getfixturevalue(request.param)
 

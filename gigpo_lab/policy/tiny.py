@@ -106,11 +106,12 @@ def build_tiny_policy(
     prompt_source: str = "anchor",
     history_window: int = 0,
     seed: int = 0,
+    qk_norm: bool = False,
 ) -> TinyPolicy:
     """A ``TinyPolicy`` over ``vocabulary`` (e.g. ``env.unwrapped.vocabulary()``), initialised from ``seed``
     alone (the global RNG is left untouched)."""
     tokenizer = WordTokenizer(vocabulary)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = TinyGPT(tokenizer.vocab_size, d_model, n_layers, n_heads, max_seq_len)
+        model = TinyGPT(tokenizer.vocab_size, d_model, n_layers, n_heads, max_seq_len, qk_norm)
     return TinyPolicy(tokenizer, model, prompt_source, history_window)

@@ -18,15 +18,24 @@ KVCache = list[tuple[torch.Tensor, torch.Tensor]]
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention over the cached and the new tokens."""
+    """Multi-head self-attention over the cached and the new tokens.
 
-    def __init__(self, d_model: int, n_heads: int):
+    With ``qk_norm`` the queries and keys of each head are layer-normalised before their dot product
+    (QK-LayerNorm: Dehghani et al. 2023, arXiv 2302.05442; Wortsman et al. 2023, arXiv 2309.14322), which
+    bounds the attention logits. Without it, a single Adam step on the rarely-used ``qkv`` weights can turn an
+    attention pattern around and the policy with it (docs/WHY_RUNS_FAIL.md).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, qk_norm: bool = False):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} must be a multiple of n_heads={n_heads}")
         self.n_heads = n_heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
+        head = d_model // n_heads
+        self.q_norm = nn.LayerNorm(head) if qk_norm else nn.Identity()
+        self.k_norm = nn.LayerNorm(head) if qk_norm else nn.Identity()
 
     def forward(
         self, x: torch.Tensor, allowed: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
@@ -34,6 +43,7 @@ class CausalSelfAttention(nn.Module):
         """x (N, T, D); allowed (N, 1, T, S+T) bool; past keys/values (N, H, S, D/H) or None."""
         n, t, d = x.shape
         q, k, v = self.qkv(x).view(n, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        q, k = self.q_norm(q), self.k_norm(k)  # (N, H, T, D/H) each; identity without qk_norm
         if past is not None:
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
@@ -44,10 +54,10 @@ class CausalSelfAttention(nn.Module):
 class Block(nn.Module):
     """x + attn(ln(x)), then x + mlp(ln(x))."""
 
-    def __init__(self, d_model: int, n_heads: int):
+    def __init__(self, d_model: int, n_heads: int, qk_norm: bool = False):
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, n_heads)
+        self.attn = CausalSelfAttention(d_model, n_heads, qk_norm)
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
@@ -63,16 +73,23 @@ class TinyGPT(nn.Module):
     Args:
         vocab_size: V. d_model: D. n_layers: number of blocks. n_heads: H (D % H == 0).
         max_seq_len: the largest position (prompt + response) the model can see.
+        qk_norm: layer-normalise each head's queries and keys (see ``CausalSelfAttention``).
     """
 
     def __init__(
-        self, vocab_size: int, d_model: int = 128, n_layers: int = 2, n_heads: int = 4, max_seq_len: int = 256
+        self,
+        vocab_size: int,
+        d_model: int = 128,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        max_seq_len: int = 256,
+        qk_norm: bool = False,
     ):
         super().__init__()
         self.max_seq_len = max_seq_len
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         self.pos_emb = nn.Embedding(max_seq_len, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, qk_norm) for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.reset_parameters(n_layers)
 
