@@ -15,6 +15,7 @@ import os
 import statistics
 import subprocess
 import sys
+from contextlib import redirect_stdout
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from tiny_sizes import TINY
 
+from gigpo_lab.analysis.compare import main as compare_main
 from gigpo_lab.analysis.configs import group_configs
 from gigpo_lab.analysis.plots import learning_curve
 from gigpo_lab.analysis.report import print_table, to_markdown
@@ -220,10 +222,9 @@ def test_cli_writes_the_table_plots_and_parent_artifacts(sweep, tmp_path):
         assert_png(out_dir / f"{name}-eval_success_rate.png")
     assert not list(out_dir.glob("omega_ablation-*"))  # one ω value only
     before = {p.name: p.read_bytes() for p in out_dir.iterdir()}
-    again = subprocess.run(
-        [*cmd, "--out", str(out_dir), "--metric", "train/entropy"], env=_env(), capture_output=True, text=True
-    )
-    assert again.returncode == 0, again.stderr[-3000:]
+    again = [*cmd[2:], "--out", str(out_dir), "--metric", "train/entropy"]
+    with redirect_stdout(io.StringIO()):
+        assert compare_main(again) == 0  # in-process: the console script was shown above
     assert {p.name: p.read_bytes() for p in out_dir.iterdir() if p.name in before} == before
     assert (out_dir / "compare-train_entropy.md").is_file()
     client = MlflowClient(tracking_uri=sweep.uri)
@@ -291,6 +292,8 @@ def test_bad_selections_say_what_to_do(sweep, tmp_path):
     with pytest.raises(ValueError, match="no MLflow store at"):
         select_runs(f"sqlite:///{tmp_path / 'absent.db'}", experiment="x")
     assert not (tmp_path / "absent.db").exists()  # not created as a side effect
+    with pytest.raises(ValueError, match="did you mean eval/success_rate"):
+        select_runs(sweep.uri, sweep=sweep.sweep_id, metric="eval/sucess_rate")
     with pytest.raises(ValueError, match="--all-sweeps pools every run of one experiment"):
         select_runs(sweep.uri, all_sweeps=True)
     _, runs = _children(sweep)

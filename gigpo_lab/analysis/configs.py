@@ -33,6 +33,7 @@ RUN_SPECIFIC = (
     "hydra.",
     "trainer.num_threads",
     "trainer.progress_bar",
+    "verbose",
 )
 LABEL_VALUE_CHARS = 24  # longer setting values are cut in labels (the full value is in the run's params)
 

@@ -178,6 +178,20 @@ def _experiment_ids(client, uri: str, experiment: str | None) -> list[str]:
     return [exp.experiment_id]
 
 
+def check_metric(records: list[RunRecord], metric: str) -> None:
+    """ValueError naming close matches when no finished run logged ``metric`` (a typo'd ``--metric``)."""
+    import difflib
+
+    finished = [r for r in records if r.finished]
+    if not finished or any(metric in r.final for r in finished):
+        return
+    keys = sorted(set().union(*(r.final for r in finished)))
+    close = difflib.get_close_matches(metric, keys, n=3)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    evals = ", ".join(k for k in keys if k.startswith("eval/"))
+    raise ValueError(f"no finished run logged the metric {metric!r}; {hint}(eval metrics: {evals})")
+
+
 def select_runs(
     uri: str,
     *,
@@ -230,6 +244,7 @@ def select_runs(
     records = [_record(r) for r in runs]
     if not records:
         raise ValueError(f"no training runs in {note} of {uri}")
+    check_metric(records, metric)
     for rec in records:
         if rec.finished:
             for key in dict.fromkeys((metric, EVAL_STEPS)):
