@@ -361,3 +361,6 @@ def test_across_envs_the_strata_are_the_envs():
     assert (gigpo.label, gigpo.n, gigpo.poi.value) == ("gigpo ω=1", 6, 0.75)
     assert gigpo.mean.value == pytest.approx(statistics.fmean([0.6, 0.7, 0.8, 0.9, 1.0, 1.0]))
     assert grpo.is_baseline and "| gigpo ω=1 | 2 | 6 |" in to_markdown(summary)
+    shown = io.StringIO()
+    print_table(summary, "a title that is rather long " * 3, file=shown)
+    assert "across envs" in shown.getvalue() and max(map(len, shown.getvalue().splitlines())) <= 100

@@ -2,5 +2,5 @@
 
 ``runs`` chooses the runs (one sweep by default), ``configs`` groups them into configurations, ``stats``
 holds the bootstrap estimators, ``summary`` computes each row, ``report`` prints the tables and writes
-compare.md, ``plots`` draws the PNGs, and ``compare`` is the command. Writing runs stays in ``tracking``.
+compare-<metric>.md, ``plots`` draws the PNGs, and ``compare`` is the command. Writing runs stays in ``tracking``.
 """

@@ -1,4 +1,4 @@
-"""``gigpo-lab compare``'s tables: the terminal table (100 columns; ``--wide`` for every column) and compare.md.
+"""``gigpo-lab compare``'s tables: the terminal table (100 columns; ``--wide`` for every column) and compare-<metric>.md.
 
 Every column follows ``--metric``. Terminal cells hold a point estimate over its 95% CI (two lines); the
 Markdown cells hold ``value [low, high]`` on one line.
@@ -145,7 +145,7 @@ def _md_table(header: Sequence[str], cells: Sequence[Sequence[str]]) -> list[str
 
 
 def to_markdown(summary: Summary, title: str = "", note: str = "", warnings=(), images=()) -> str:
-    """compare.md: title, method, the table (every column), across envs, profile, warnings, failures, plots."""
+    """compare-<metric>.md: title, method, the table (every column), across envs, profile, warnings, failures, plots."""
     from gigpo_lab.analysis.stats import performance_profile
 
     m, thr = f"`{summary.metric}`", f"{summary.threshold:g}"
