@@ -12,7 +12,10 @@ import sys
 #: sub-command -> (module:function, one-line help). The function takes the remaining argv.
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("gigpo_lab.train:main", "train an agent (Hydra overrides; -m for a multirun sweep)"),
-    "compare": ("gigpo_lab.tracking.compare:main", "table over seeds (mean ± std, 95% CI) and plots"),
+    "compare": (
+        "gigpo_lab.analysis.compare:main",
+        "a sweep's configurations over seeds (IQM, 95% CIs) and plots",
+    ),
     "ui": ("gigpo_lab.ui:main", "the MLflow UI on 127.0.0.1, on the lab's store"),
     "import-metrics": (
         "gigpo_lab.tracking.import_metrics:main",

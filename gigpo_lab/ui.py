@@ -94,7 +94,7 @@ def _err(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``gigpo-lab ui [--store URI] [--host 127.0.0.1] [--port 5000] [--timeout 120]``."""
-    from gigpo_lab.tracking.compare import store_uri
+    from gigpo_lab.analysis.runs import store_uri
 
     parser = argparse.ArgumentParser(
         prog="gigpo-lab ui", description="Start the MLflow UI on the lab's store."

@@ -1,19 +1,21 @@
 """``gigpo-lab compare`` on real multiruns: one parent with tagged children, a table whose numbers equal the
-runs' logged metrics (read back independently), valid PNGs, artifacts on the parent, failed jobs reported.
+runs' logged metrics (read back independently), valid PNGs named after the metric, artifacts on the parent,
+failed jobs reported.
 
 Two tiny sweeps, each run once per test session (``shared_sweep`` caches them under pytest's base temp, so
-``test_ui.py`` reuses the first): ``estimator=grpo,gigpo seed=0,1`` (4 jobs, all finish) and
-``estimator.step_advantage_weight=0.0,0.5,-1.0`` (ω = -1 fails validation after its MLflow run opens).
+``test_ui.py`` and ``test_compare_sweeps.py`` reuse them): ``estimator=grpo,gigpo seed=0,1`` (4 jobs, all
+finish) and ``estimator.step_advantage_weight=0.0,0.5,-1.0`` (ω = -1 fails validation after its run opens).
 """
 
 from __future__ import annotations
 
+import io
 import json
-import math
 import os
 import statistics
 import subprocess
 import sys
+from contextlib import redirect_stdout
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,20 +23,16 @@ import pytest
 from mlflow.tracking import MlflowClient
 from tiny_sizes import TINY
 
-from gigpo_lab.tracking.compare import (
-    RunRecord,
-    load_runs,
-    report_parent,
-    summarize,
-    to_markdown,
-    varying_columns,
-    write_report,
-)
-from gigpo_lab.tracking.plots import mean_curve
+from gigpo_lab.analysis.compare import main as compare_main
+from gigpo_lab.analysis.configs import group_configs
+from gigpo_lab.analysis.plots import learning_curve
+from gigpo_lab.analysis.report import print_table, to_markdown
+from gigpo_lab.analysis.runs import RunRecord, select_runs
+from gigpo_lab.analysis.summary import summarize
 
 BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-T_975 = {1: 12.706, 2: 4.303}  # printed t-table values, df = n - 1
 
 #: A multirun this small takes about 15-25 s on 2 cores, most of it imports.
 TINY_SWEEP = [*TINY, "tracking.log_checkpoint=false"]
@@ -56,17 +54,15 @@ class Sweep:
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    """The environment of a user's shell, importing gigpo_lab from this checkout (not another editable one)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
 
 
-def shared_sweep(tmp_path_factory, name: str = "estimators") -> Sweep:
-    """Run the named tiny multirun once per session (in its own folder and sqlite store) and describe it."""
-    root = tmp_path_factory.getbasetemp() / f"sweep-{name}"
-    done = root / "sweep.json"
-    if done.is_file():
-        return Sweep(**json.loads(done.read_text()))
-    root.mkdir(exist_ok=True)
-    experiment, overrides = SWEEPS[name]
+def run_sweep(root: Path, experiment: str, overrides: list[str]) -> tuple[subprocess.CompletedProcess, Sweep]:
+    """Run one tiny multirun into ``root/mlflow.db`` (cwd ``root``); describe its newest sweep parent."""
+    root.mkdir(parents=True, exist_ok=True)
     cmd = [
         str(BIN / "gigpo-lab"),
         "train",
@@ -80,7 +76,10 @@ def shared_sweep(tmp_path_factory, name: str = "estimators") -> Sweep:
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
     assert exp is not None, out.stderr[-3000:]
-    (parent,) = client.search_runs([exp.experiment_id], "tags.`gigpo_lab.role` = 'sweep-parent'")
+    parents = client.search_runs(
+        [exp.experiment_id], "tags.`gigpo_lab.role` = 'sweep-parent'", order_by=["attributes.start_time DESC"]
+    )
+    parent = parents[0]
     sweep = Sweep(
         str(root),
         uri,
@@ -90,6 +89,17 @@ def shared_sweep(tmp_path_factory, name: str = "estimators") -> Sweep:
         parent.info.run_id,
         parent.data.tags["sweep_id"],
     )
+    return out, sweep
+
+
+def shared_sweep(tmp_path_factory, name: str = "estimators") -> Sweep:
+    """Run the named tiny multirun once per session (in its own folder and sqlite store) and describe it."""
+    root = tmp_path_factory.getbasetemp() / f"sweep-{name}"
+    done = root / "sweep.json"
+    if done.is_file():
+        return Sweep(**json.loads(done.read_text()))
+    experiment, overrides = SWEEPS[name]
+    _, sweep = run_sweep(root, experiment, overrides)
     done.write_text(json.dumps(asdict(sweep)))
     return sweep
 
@@ -111,7 +121,7 @@ def _children(s: Sweep):
     return client, runs
 
 
-def _assert_png(path: Path) -> None:
+def assert_png(path: Path) -> None:
     import matplotlib.image
 
     assert path.read_bytes()[:8] == PNG_SIGNATURE
@@ -119,10 +129,10 @@ def _assert_png(path: Path) -> None:
     assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 100
 
 
-def _expected(values: list[float]) -> tuple[float, float, float]:
-    """mean, sample std and 95% CI half width, by the textbook formula with the printed t value."""
-    m, s = statistics.mean(values), statistics.stdev(values)
-    return m, s, T_975[len(values) - 1] * s / math.sqrt(len(values))
+def _summary(s: Sweep, metric: str, **kwargs):
+    selection = select_runs(s.uri, sweep=s.sweep_id, metric=metric)
+    configs, warnings = group_configs(selection.records)
+    return selection, summarize(configs, metric, **kwargs), warnings
 
 
 def test_multirun_makes_one_parent_with_tagged_children(sweep):
@@ -148,65 +158,97 @@ def test_multirun_makes_one_parent_with_tagged_children(sweep):
 
 
 @pytest.mark.parametrize("metric", ["eval/success_rate", "train/entropy"])
-def test_table_numbers_equal_the_logged_metrics(sweep, metric, tmp_path):
-    """Rows and Markdown cells against values read back with MlflowClient and computed by hand."""
+def test_table_numbers_equal_the_logged_metrics(sweep, metric):
+    """Rows and Markdown cells against values read back with MlflowClient and computed by hand.
+
+    With two seeds a, b the IQM is the mean, and the 95% percentile-bootstrap CI is exactly [min, max]
+    (resampled means a, (a+b)/2, b with probability ¼, ½, ¼).
+    """
     client, runs = _children(sweep)
-    rows = summarize(load_runs(sweep.uri, sweep_id=sweep.sweep_id, metric=metric), metric)
-    assert [(r.estimator, r.omega, r.n, len(r.failed)) for r in rows] == [
-        ("gigpo", 1.0, 2, 0),
-        ("grpo", None, 2, 0),
-    ]
-    markdown = to_markdown(rows, metric)
+    selection, summary, warnings = _summary(sweep, metric, baseline="grpo")
+    assert selection.parent_run_id == sweep.parent_run_id and not warnings
+    rows = summary.rows
+    assert [(r.label, r.n, len(r.config.failed)) for r in rows] == [("gigpo ω=1", 2, 0), ("grpo", 2, 0)]
+    markdown = to_markdown(summary)
     for row in rows:
-        mine = [r for r in runs if r.data.tags["estimator"] == row.estimator]
+        mine = [r for r in runs if r.data.tags["estimator"] == row.config.estimator]
         finals = [r.data.metrics[metric] for r in mine]
-        bests = [max(m.value for m in client.get_metric_history(r.info.run_id, metric)) for r in mine]
-        returns = [r.data.metrics["eval/return"] for r in mine]
-        for summary, values in ((row.final, finals), (row.best, bests), (row.final_return, returns)):
-            m, s, half = _expected(values)
-            assert (summary.n, summary.mean, summary.std) == (2, pytest.approx(m), pytest.approx(s))
-            assert summary.half_width == pytest.approx(half, rel=1e-4, abs=1e-12)
-            assert f"{m:.3f} ± {s:.3f}" in markdown
-            assert f"[{m - half:.3f}, {m + half:.3f}]" in markdown
-        steps = statistics.mean(r.data.metrics["rollout/env_steps_total"] for r in mine)
+        histories = [[m.value for m in client.get_metric_history(r.info.run_id, metric)] for r in mine]
+        lo, hi, mean = min(finals), max(finals), statistics.fmean(finals)
+        for e in (row.iqm, row.mean):
+            assert (e.value, e.low, e.high) == (pytest.approx(mean), pytest.approx(lo), pytest.approx(hi))
+        assert f"{mean:.3f} [{lo:.3f}, {hi:.3f}]" in markdown
+        aucs = [statistics.fmean(h) for h in histories]
+        assert row.auc.value == pytest.approx(statistics.fmean(aucs))
+        assert row.best.value == pytest.approx(statistics.fmean(max(h) for h in histories))
+        assert row.solved == sum(f >= 0.8 for f in finals)
+        steps = statistics.fmean(r.data.metrics["rollout/env_steps_total"] for r in mine)
         assert row.env_steps == pytest.approx(steps)
+    grpo, gigpo = rows[1], rows[0]
+    assert grpo.is_baseline and "| grpo | 2 |" in markdown and "| baseline |" in markdown
+    wins = [(a > b) + 0.5 * (a == b) for a in gigpo.scores for b in grpo.scores]
+    assert gigpo.poi.value == pytest.approx(statistics.fmean(wins))
     if metric == "train/entropy":  # a metric that differs between seeds: the check is not 0 == 0
-        assert all(r.final.std > 0 for r in rows)
-    written = write_report(rows, tmp_path, metric=metric)  # no parent given: files only
-    assert [p.name for p in written] == ["compare.md", "learning_curves.png"]
+        assert all(r.iqm.high > r.iqm.low for r in rows)
+
+
+def test_the_terminal_table_fits_100_columns_and_wide_shows_more(sweep):
+    _, summary, _ = _summary(sweep, "train/entropy")
+    narrow, wide = io.StringIO(), io.StringIO()
+    print_table(summary, "a title", file=narrow)
+    print_table(summary, "a title", wide=True, file=wide)
+    lines = narrow.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert "train/entropy" in lines[0] and "solved" in narrow.getvalue() and "gigpo ω=1" in narrow.getvalue()
+    for row in summary.rows:
+        assert f"{row.iqm.value:.3f}" in narrow.getvalue()
+        assert f"{row.iqm.low:.2f}–{row.iqm.high:.2f}" in narrow.getvalue()
+    assert "seeds" not in narrow.getvalue() and "seeds" in wide.getvalue() and "env steps" in wide.getvalue()
 
 
 def test_cli_writes_the_table_plots_and_parent_artifacts(sweep, tmp_path):
+    """Through the console script; a second metric writes beside the first, overwriting nothing."""
     out_dir = tmp_path / "report"
-    cmd = [str(BIN / "gigpo-lab"), "compare", "--store", sweep.uri, "--sweep-id", sweep.sweep_id]
+    cmd = [str(BIN / "gigpo-lab"), "compare", "--store", sweep.uri, "--sweep", sweep.parent_run_id]
     out = subprocess.run(
         [*cmd, "--out", str(out_dir)], cwd=tmp_path, env=_env(), capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "gigpo" in out.stdout and "grpo" in out.stdout and sweep.parent_run_id in out.stdout
-    md = (out_dir / "compare.md").read_text()
-    assert "| estimator | ω | n | final |" in md and "| grpo |  | 2 |" in md and "No failed runs." in md
-    _assert_png(out_dir / "learning_curves.png")
-    assert not (out_dir / "omega_ablation.png").exists()  # one ω value only
+    assert "gigpo ω=1" in out.stdout and "grpo" in out.stdout and sweep.parent_run_id in out.stdout
+    md = (out_dir / "compare-eval_success_rate.md").read_text()
+    assert "| configuration | n | solved ≥0.8 |" in md and "| grpo | 2 | " in md and "No failed runs." in md
+    pngs = {"learning_curves", "aggregate", "improvement", "profile"}
+    for name in pngs:
+        assert_png(out_dir / f"{name}-eval_success_rate.png")
+    assert not list(out_dir.glob("omega_ablation-*"))  # one ω value only
+    before = {p.name: p.read_bytes() for p in out_dir.iterdir()}
+    again = [*cmd[2:], "--out", str(out_dir), "--metric", "train/entropy"]
+    with redirect_stdout(io.StringIO()):
+        assert compare_main(again) == 0  # in-process: the console script was shown above
+    assert {p.name: p.read_bytes() for p in out_dir.iterdir() if p.name in before} == before
+    assert (out_dir / "compare-train_entropy.md").is_file()
     client = MlflowClient(tracking_uri=sweep.uri)
     logged = {Path(a.path).name for a in client.list_artifacts(sweep.parent_run_id, "compare")}
-    assert {"compare.md", "learning_curves.png"} <= logged
+    expected = {f"{n}-{m}.png" for n in pngs for m in ("eval_success_rate", "train_entropy")}
+    assert expected | {"compare-eval_success_rate.md", "compare-train_entropy.md"} <= logged
 
 
-def test_curves_average_the_seeds_at_equal_env_steps(sweep):
-    records = [r for r in load_runs(sweep.uri, experiment=sweep.experiment) if r.estimator == "grpo"]
-    curve = mean_curve("grpo", records, "eval/success_rate")
+def test_curves_take_the_iqm_of_the_seeds_at_equal_env_steps(sweep):
+    selection = select_runs(sweep.uri, experiment=sweep.experiment, metric="train/entropy")
+    records = [r for r in selection.records if r.estimator == "grpo"]
+    curve = learning_curve("grpo", records, "train/entropy")
     client = MlflowClient(tracking_uri=sweep.uri)
     seeds = []  # each seed as sorted (env steps, value) pairs, read back independently
     for r in records:
         xs = {m.step: m.value for m in client.get_metric_history(r.run_id, "eval/env_steps_total")}
-        ys = {m.step: m.value for m in client.get_metric_history(r.run_id, "eval/success_rate")}
+        ys = {m.step: m.value for m in client.get_metric_history(r.run_id, "train/entropy")}
         seeds.append(sorted((xs[s], ys[s]) for s in ys))
-    assert curve.n == 2 and curve.env_steps[0] == 0
-    assert curve.env_steps[-1] == min(seed[-1][0] for seed in seeds)  # no tail with fewer seeds
-    for x, mean in zip(curve.env_steps, curve.mean, strict=True):
+    assert curve.n == 2 and curve.env_steps and curve.x[0] == 0
+    assert curve.x[-1] == min(seed[-1][0] for seed in seeds)  # no tail with fewer seeds
+    for x, iqm, low, high in zip(curve.x, curve.iqm, curve.low, curve.high, strict=True):
         held = [[v for xi, v in seed if xi <= x][-1] for seed in seeds]  # each seed's latest eval at x
-        assert mean == pytest.approx(statistics.mean(held))
+        assert iqm == pytest.approx(statistics.fmean(held))  # the IQM of two values is their mean
+        assert (low, high) == (pytest.approx(min(held)), pytest.approx(max(held)))
 
 
 def test_a_sweep_with_a_failed_job_exits_non_zero(omega_sweep):
@@ -215,69 +257,110 @@ def test_a_sweep_with_a_failed_job_exits_non_zero(omega_sweep):
 
 
 def test_failed_job_is_reported_as_failed(omega_sweep, tmp_path):
+    from gigpo_lab.analysis.compare import write_report
+
     client, runs = _children(omega_sweep)
     assert client.get_run(omega_sweep.parent_run_id).info.status == "FAILED"
     status = {r.data.tags["step_advantage_weight"]: r.info.status for r in runs}
     assert status == {"0.0": "FINISHED", "0.5": "FINISHED", "-1.0": "FAILED"}
-    records = load_runs(omega_sweep.uri, experiment=omega_sweep.experiment)
-    assert report_parent(records) == omega_sweep.parent_run_id  # one parent: the report goes there
-    rows = summarize(records)
-    assert [(r.omega, r.n, len(r.failed), r.all_failed) for r in rows] == [
+    selection, summary, _ = _summary(omega_sweep, "eval/success_rate")
+    assert selection.parent_run_id == omega_sweep.parent_run_id  # the report goes to the sweep's parent
+    assert [(r.config.omega, r.n, len(r.config.failed), r.all_failed) for r in summary.rows] == [
         (-1.0, 0, 1, True),
         (0.0, 1, 0, False),
         (0.5, 1, 0, False),
     ]
-    written = write_report(rows, tmp_path, uri=omega_sweep.uri, parent_run_id=omega_sweep.parent_run_id)
-    md = (tmp_path / "compare.md").read_text()
-    assert "| gigpo | -1 | 0 |" in md and "1 (all: FAILED)" in md
+    assert any("no configuration matches the baseline 'grpo'" in n for n in summary.notes)
+    written = write_report(summary, tmp_path, uri=omega_sweep.uri, parent_run_id=omega_sweep.parent_run_id)
+    md = (tmp_path / "compare-eval_success_rate.md").read_text()
+    assert "| gigpo ω=-1 | 0 | 0/0 |" in md and "| 1 (all) |" in md
     assert "## Failed runs" in md and "step_advantage_weight=-1.0 must be a number >= 0" in md
-    assert [p.name for p in written] == ["compare.md", "learning_curves.png", "omega_ablation.png"]
+    names = [p.name for p in written]
+    assert names[0] == "compare-eval_success_rate.md" and "omega_ablation-eval_success_rate.png" in names
+    assert "improvement-eval_success_rate.png" not in names  # no baseline, no P(>base)
     for png in written[1:]:
-        _assert_png(png)
+        assert_png(png)
     logged = {Path(a.path).name for a in client.list_artifacts(omega_sweep.parent_run_id, "compare")}
-    assert logged == {p.name for p in written}
+    assert logged == set(names)
 
 
 def test_bad_selections_say_what_to_do(sweep, tmp_path):
     with pytest.raises(ValueError, match="experiments there: .*cmp-estimators"):
-        load_runs(sweep.uri, experiment="no-such-experiment")
-    with pytest.raises(ValueError, match="no training runs in sweep 'nope'"):
-        load_runs(sweep.uri, sweep_id="nope")
+        select_runs(sweep.uri, experiment="no-such-experiment")
+    with pytest.raises(ValueError, match=f"no sweep 'nope'.*latest sweeps there: {sweep.sweep_id}"):
+        select_runs(sweep.uri, sweep="nope")
     with pytest.raises(ValueError, match="no MLflow store at"):
-        load_runs(f"sqlite:///{tmp_path / 'absent.db'}", experiment="x")
+        select_runs(f"sqlite:///{tmp_path / 'absent.db'}", experiment="x")
     assert not (tmp_path / "absent.db").exists()  # not created as a side effect
-    with pytest.raises(ValueError, match="exactly one"):
-        load_runs(sweep.uri)
+    with pytest.raises(ValueError, match="did you mean eval/success_rate"):
+        select_runs(sweep.uri, sweep=sweep.sweep_id, metric="eval/sucess_rate")
+    with pytest.raises(ValueError, match="--all-sweeps pools every run of one experiment"):
+        select_runs(sweep.uri, all_sweeps=True)
+    _, runs = _children(sweep)
+    with pytest.raises(ValueError, match="is not a sweep's parent run"):
+        select_runs(sweep.uri, sweep=runs[0].info.run_id)
 
 
-def _record(run_id, estimator, omega, seed, status="FINISHED", env="frozenlake", **final):
-    return RunRecord(run_id, run_id, status, estimator, omega, env, "tiny", str(seed), final=final)
+def _record(run_id: str, seed: int, status: str = "FINISHED", start: int = 0, **params) -> RunRecord:
+    estimator = params.pop("estimator", "gigpo")
+    tags = {
+        "estimator": estimator,
+        "env": params.get("env.name", "frozenlake"),
+        "model": "tiny",
+        "seed": str(seed),
+    }
+    if estimator == "gigpo":
+        params.setdefault("estimator.step_advantage_weight", "1.0")
+        tags["step_advantage_weight"] = params["estimator.step_advantage_weight"]
+    full = {"seed": str(seed), "model.seed": str(seed), "output_dir": f"/out/{run_id}", **params}
+    full["estimator._target_"] = estimator
+    return RunRecord(run_id, run_id, status, start, tags, full, final={"eval/success_rate": 0.5})
 
 
-def test_configurations_group_seeds_and_keep_every_failure():
-    """Hand-made records (no store): 3 seeds, t_{0.975,2} = 4.303, env column only when envs differ."""
-    values = [0.2, 0.4, 0.9]
-    records = [_record(f"g{i}", "grpo", None, i, **{"eval/success_rate": v}) for i, v in enumerate(values)]
-    records += [
-        _record("w0", "gigpo", 0.2, 0, **{"eval/success_rate": 0.5}),
-        _record("w1", "gigpo", 0.2, 1, status="RUNNING"),  # a crashed process leaves RUNNING behind
-        _record("x0", "gigpo", 0.4, 0, status="FAILED"),
-        _record("x1", "gigpo", 0.4, 1, status="KILLED"),
+def test_a_configuration_is_every_differing_setting_but_the_seed():
+    """Hand-made records: the tutorial's pooling bug (research and default runs in one row, seed 0 three times)."""
+    records = [
+        _record("d0", 0, start=1),
+        _record("d1", 1, start=2),
+        _record("r0", 0, start=3, **{"loss.kl_coef": "0.01"}),  # a research-config run
+        _record("d0-again", 0, start=4),  # seed 0 of the default config once more
+        _record("g0", 0, start=5, estimator="grpo"),
+        _record("f1", 1, status="RUNNING", start=6, estimator="grpo"),  # a crashed process leaves RUNNING
     ]
-    rows = summarize(records)
-    assert [(r.estimator, r.omega, r.n, len(r.failed)) for r in rows] == [
-        ("gigpo", 0.2, 1, 1),
-        ("gigpo", 0.4, 0, 2),
-        ("grpo", None, 3, 0),
+    for r in records:
+        r.params.setdefault("loss.kl_coef", "0.0")
+    configs, warnings = group_configs(records)
+    assert [(c.label, [r.run_id for r in c.runs]) for c in configs] == [
+        ("gigpo ω=1 loss.kl_coef=0.0", ["d0-again", "d1"]),
+        ("gigpo ω=1 loss.kl_coef=0.01", ["r0"]),
+        ("grpo loss.kl_coef=0.0", ["g0", "f1"]),
     ]
-    grpo = rows[-1]
-    assert grpo.final.mean == pytest.approx(0.5)
-    assert grpo.final.half_width == pytest.approx(4.303 * math.sqrt(0.13) / math.sqrt(3), abs=1e-4)
-    assert varying_columns(rows) == []
-    md = to_markdown(rows)
-    assert "| grpo |  | 3 | 0.500 ± 0.361 | [-0.396, 1.396] |" in md
-    assert "| gigpo | 0.4 | 0 | — |" in md and "2 (all: FAILED)" in md
-    assert "w1 (w1) RUNNING — no error tag" in md
-    other_env = summarize([*records, _record("s0", "grpo", None, 0, env="sokoban")])
-    assert varying_columns(other_env) == ["env"]
-    assert "| estimator | ω | env | n |" in to_markdown(other_env)
+    (warning,) = warnings
+    assert "seed 0 appears 2 times" in warning and "d0-again" in warning and "not counted: d0" in warning
+    assert [r.run_id for r in configs[0].dropped] == ["d0"]
+    assert [r.run_id for r in configs[2].failed] == ["f1"]
+    # the seed, the seed-derived model.seed and the output folder never split a configuration
+    assert all("seed" not in c.label and "output_dir" not in c.label for c in configs)
+
+
+def test_across_envs_the_strata_are_the_envs():
+    """Hand-made finals in two envs: methods get stratified IQM/mean and P(>base) averaged over the envs."""
+    records = []
+    values = {("gigpo", "a"): [0.6, 0.7, 0.8], ("gigpo", "b"): [0.9, 1.0, 1.0]}
+    values |= {("grpo", "a"): [0.1, 0.2, 0.3], ("grpo", "b"): [0.9, 1.0, 1.0]}
+    for (estimator, env), finals in values.items():
+        for seed, v in enumerate(finals):
+            rec = _record(f"{estimator}{env}{seed}", seed, estimator=estimator, **{"env.name": env})
+            rec.final = {"eval/success_rate": v}
+            records.append(rec)
+    configs, _ = group_configs(records)
+    summary = summarize(configs, "eval/success_rate")
+    assert [r.label for r in summary.rows] == ["gigpo ω=1 a", "gigpo ω=1 b", "grpo a", "grpo b"]
+    assert [r.poi.value for r in summary.rows[:2]] == [1.0, 0.5]
+    gigpo, grpo = summary.methods
+    assert (gigpo.label, gigpo.n, gigpo.poi.value) == ("gigpo ω=1", 6, 0.75)
+    assert gigpo.mean.value == pytest.approx(statistics.fmean([0.6, 0.7, 0.8, 0.9, 1.0, 1.0]))
+    assert grpo.is_baseline and "| gigpo ω=1 | 2 | 6 |" in to_markdown(summary)
+    shown = io.StringIO()
+    print_table(summary, "a title that is rather long " * 3, file=shown)
+    assert "across envs" in shown.getvalue() and max(map(len, shown.getvalue().splitlines())) <= 100

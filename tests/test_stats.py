@@ -1,73 +1,109 @@
-"""Student-t quantiles and confidence intervals without scipy, checked against printed tables and by hand."""
+"""The bootstrap statistics of ``gigpo-lab compare`` against values worked out by hand and against their
+definitions (Agarwal et al. 2021; rliable's ``aggregate_iqm``, ``probability_of_improvement``,
+``StratifiedBootstrap``): IQM, probability of improvement, CI coverage, strata, performance profiles."""
 
 from __future__ import annotations
 
-import math
+import statistics
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gigpo_lab.tracking.stats import (
-    regularized_incomplete_beta,
-    sample_std,
-    summarize_values,
-    t_cdf,
-    t_quantile,
-)
+from gigpo_lab.analysis import stats
 
-#: Two-sided 95% critical values t_{0.975, df} as printed in standard t tables (3 decimals).
-T_TABLE_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 9: 2.262, 10: 2.228, 30: 2.042, 100: 1.984}
+RATES = st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=2, max_size=12)
 
 
-@pytest.mark.parametrize("df,expected", sorted(T_TABLE_975.items()))
-def test_t_quantile_matches_the_printed_table(df, expected):
-    assert t_quantile(0.975, df) == pytest.approx(expected, abs=5e-4)
+def test_iqm_of_hand_made_arrays():
+    # n = 8: int(0.25 · 8) = 2 cut at each end -> mean(3, 4, 5, 6)
+    assert stats.iqm(np.array([8.0, 1, 7, 2, 6, 3, 5, 4])) == 4.5
+    # n = 10: int(2.5) = 2 cut at each end -> mean(0.1, 0.2, 0.5, 0.6, 0.7, 0.9) = 3.0 / 6
+    ten = np.array([1.0, 0.0, 0.9, 0.2, 0.0, 1.0, 0.5, 0.1, 0.7, 0.6])
+    assert stats.iqm(ten) == pytest.approx(0.5, abs=1e-12)
+    # a collapsed seed (0) and a lucky one (1) among middling ones do not move the IQM
+    assert stats.iqm(np.array([0.0, 0.4, 0.4, 0.5, 0.5, 0.6, 0.6, 1.0])) == pytest.approx(0.5)
+    estimate = stats.iqm_estimate([ten])
+    assert estimate.value == pytest.approx(0.5) and 0.0 <= estimate.low <= 0.5 <= estimate.high <= 1.0
 
 
-def test_t_quantile_matches_the_closed_forms_for_one_and_two_degrees_of_freedom():
-    for p in (0.6, 0.9, 0.975, 0.995):
-        assert t_quantile(p, 1) == pytest.approx(math.tan(math.pi * (p - 0.5)), rel=1e-9)  # Cauchy
-        assert t_quantile(p, 2) == pytest.approx((2 * p - 1) / math.sqrt(2 * p * (1 - p)), rel=1e-9)
+def test_two_runs_give_the_min_max_interval():
+    """With 2 runs the resampled means are a, (a+b)/2, b with probability ¼, ½, ¼: the 95% CI is [a, b]."""
+    e = stats.mean_estimate([np.array([0.25, 0.75])])
+    assert (e.value, e.low, e.high) == (0.5, 0.25, 0.75)
 
 
-def test_t_quantile_tends_to_the_normal_quantile_and_is_symmetric():
-    assert t_quantile(0.975, 1e7) == pytest.approx(1.959964, abs=1e-5)
-    assert t_quantile(0.95, 10) == pytest.approx(1.812, abs=5e-4)
-    assert t_quantile(0.025, 5) == pytest.approx(-t_quantile(0.975, 5), rel=1e-12)
-    assert t_cdf(-1.3, 4) + t_cdf(1.3, 4) == pytest.approx(1.0, abs=1e-14)
-    assert t_cdf(0.0, 7) == pytest.approx(0.5, abs=1e-15)
+def test_probability_of_improvement_on_known_samples():
+    separated_x, separated_y = [np.array([0.7, 0.8, 0.9, 1.0])], [np.array([0.0, 0.1, 0.2, 0.3])]
+    up = stats.probability_of_improvement(separated_x, separated_y)
+    assert (up.value, up.low, up.high) == (1.0, 1.0, 1.0)
+    assert stats.probability_of_improvement(separated_y, separated_x).value == 0.0
+    same = np.array([0.1, 0.5, 0.5, 0.9])
+    identical = stats.probability_of_improvement([same], [same.copy()])
+    assert identical.value == 0.5 and identical.low < 0.5 < identical.high
+    # the worked example of the docstring: (1 + 0 + 1 + ½) / 4
+    assert stats.probability_of_improvement([np.array([1.0, 2.0])], [np.array([0.0, 2.0])]).value == 0.625
+    # two tasks: separated (1.0) and identical (0.5) average to 0.75
+    both = stats.probability_of_improvement([separated_x[0], same], [separated_y[0], same])
+    assert both.value == 0.75
 
 
-def test_incomplete_beta_edges_and_a_known_value():
-    assert regularized_incomplete_beta(2, 3, 0.0) == 0.0
-    assert regularized_incomplete_beta(2, 3, 1.0) == 1.0
-    # I_x(1, b) = 1 - (1 - x)^b
-    assert regularized_incomplete_beta(1.0, 3.0, 0.3) == pytest.approx(1 - 0.7**3, rel=1e-12)
-    assert regularized_incomplete_beta(1.0, 3.0, 0.9) == pytest.approx(1 - 0.1**3, rel=1e-12)
+def test_the_ci_covers_the_true_mean_about_95_percent_of_the_time():
+    """200 fixed-seed repeats of 30 draws from Beta(2, 5) (mean 2/7): the percentile CI covers 2/7 in ~95%."""
+    rng = np.random.default_rng(12345)
+    true_mean = 2.0 / 7.0
+    covered = 0
+    for _ in range(200):
+        e = stats.mean_estimate([rng.beta(2.0, 5.0, size=30)])
+        covered += e.low <= true_mean <= e.high
+    assert 0.90 <= covered / 200 <= 0.99
 
 
-def test_ci_of_three_seeds_by_hand():
-    """n = 3: mean 0.5, s = sqrt(0.26 / 2) = 0.36056, half width = 4.303 · s / sqrt(3) = 0.8957."""
-    s = summarize_values([0.2, 0.4, 0.9])
-    assert (s.n, s.mean) == (3, pytest.approx(0.5))
-    assert s.std == pytest.approx(math.sqrt(0.13), rel=1e-12)
-    assert s.half_width == pytest.approx(4.303 * math.sqrt(0.13) / math.sqrt(3), abs=1e-4)
-    assert s.half_width == pytest.approx(0.8957, abs=1e-4)
-    assert (s.ci_low, s.ci_high) == (pytest.approx(0.5 - s.half_width), pytest.approx(0.5 + s.half_width))
+def test_strata_are_resampled_separately():
+    """Every stratified resample of {0, 0, 0} ∪ {1, 1, 1} has mean ½; a pooled bootstrap would not."""
+    e = stats.mean_estimate([np.zeros(3), np.ones(3)])
+    assert (e.value, e.low, e.high) == (0.5, 0.5, 0.5)
+    pooled = stats.mean_estimate([np.array([0.0, 0, 0, 1, 1, 1])])
+    assert pooled.low < 0.5 < pooled.high
+    # a stratum of one run is held fixed; with no stratum of two there is no interval
+    held = stats.mean_estimate([np.array([0.0, 1.0]), np.array([0.5])])
+    assert held.value == 0.5 and (held.low, held.high) == (pytest.approx(1 / 6), pytest.approx(5 / 6))
+    single = stats.iqm_estimate([np.array([0.3])])
+    assert single.value == 0.3 and not single.has_ci
 
 
-def test_other_levels_and_degenerate_sizes():
-    s90 = summarize_values([1.0, 2.0, 3.0, 4.0], level=0.90)
-    assert s90.half_width == pytest.approx(2.353 * sample_std([1, 2, 3, 4]) / 2.0, abs=1e-3)  # t_{0.95,3}
-    one = summarize_values([0.7])
-    assert one.n == 1 and one.mean == 0.7 and math.isnan(one.std) and math.isnan(one.ci_low)
-    none = summarize_values([])
-    assert none.n == 0 and math.isnan(none.mean)
-    same = summarize_values([0.25, 0.25, 0.25])
-    assert same.std == 0.0 and same.half_width == 0.0
+def test_performance_profile_by_hand():
+    share, low, high = stats.performance_profile(
+        [np.array([0.0, 0.2, 0.9, 1.0, 1.0]), np.array([0.5, 0.6])], [0.0, 0.5, 0.9, 1.0]
+    )
+    # task 1: 5/5, 3/5, 3/5, 2/5 ≥ τ; task 2: 2/2, 2/2, 0/2, 0/2; averaged over the two tasks
+    assert share.tolist() == pytest.approx([1.0, 0.8, 0.3, 0.2])
+    assert (low <= share).all() and (share <= high).all() and low[0] == high[0] == 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(RATES, RATES)
+def test_rate_intervals_stay_in_the_unit_interval(x, y):
+    x, y = np.array(x), np.array(y)
+    for e in (
+        stats.iqm_estimate([x]),
+        stats.mean_estimate([x, y]),
+        stats.probability_of_improvement([x], [y]),
+    ):
+        assert 0.0 <= e.low <= e.high <= 1.0
+    assert min(x) <= stats.iqm(x) <= max(x)
+    assert stats.mean_estimate([x]).value == pytest.approx(statistics.fmean(x))
+
+
+@settings(max_examples=30, deadline=None)
+@given(RATES, RATES)
+def test_improvement_is_antisymmetric(x, y):
+    forward = stats.probability_of_improvement([np.array(x)], [np.array(y)]).value
+    backward = stats.probability_of_improvement([np.array(y)], [np.array(x)]).value
+    assert forward + backward == pytest.approx(1.0)
 
 
 def test_bad_arguments_say_what_is_wrong():
-    with pytest.raises(ValueError, match="must lie in"):
-        t_quantile(1.0, 3)
-    with pytest.raises(ValueError, match="df=0"):
-        t_cdf(1.0, 0)
+    with pytest.raises(ValueError, match="same tasks"):
+        stats.probability_of_improvement([np.ones(2)], [np.ones(2), np.ones(2)])
