@@ -77,6 +77,23 @@ def _histories(uri: str) -> dict[str, dict[int, float]]:
     }
 
 
+def _finished(root: Path, seeds) -> list[dict]:
+    """The seeds under ``root`` whose run FINISHED (wall time from the run's own ``wall_s`` tag)."""
+    import mlflow
+
+    out = []
+    for seed in seeds:
+        db = root / f"seed{seed}" / "mlflow.db"
+        if not db.is_file():
+            continue
+        client = mlflow.MlflowClient(f"sqlite:///{db}")
+        runs = client.search_runs([e.experiment_id for e in client.search_experiments()], max_results=1)
+        if runs and runs[0].info.status == "FINISHED":
+            wall = float(runs[0].data.tags.get("wall_s", "nan"))
+            out.append({"seed": seed, "uri": f"sqlite:///{db}", "wall": wall, "error": None})
+    return out
+
+
 def summarize(result: dict, threshold: float) -> dict:
     """The per-seed row: final eval, steps to the threshold, collapses, the largest approx_kl."""
     h = _histories(result["uri"])
@@ -139,6 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default=None, help="a label for the table (default: the overrides)")
     parser.add_argument("--root", default="/tmp/seed_robustness", help="where the stores are written")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument(
+        "--read-only", action="store_true", help="train nothing: summarise the finished seeds already under --root"
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides, after --")
     args = parser.parse_args(argv)
     name = args.name or (" ".join(args.overrides) or "default")
@@ -151,8 +171,11 @@ def main(argv: list[str] | None = None) -> None:
     import gigpo_lab.train  # noqa: F401  (imported once here, shared by the forked workers)
 
     start = time.perf_counter()
-    with mp.get_context("fork").Pool(args.jobs, maxtasksperchild=4) as pool:
-        results = pool.map(_run, jobs, chunksize=1)
+    if args.read_only:
+        results = _finished(root, seeds)
+    else:
+        with mp.get_context("fork").Pool(args.jobs, maxtasksperchild=4) as pool:
+            results = pool.map(_run, jobs, chunksize=1)
     rows = [summarize(r, args.threshold) for r in results]
     print_table(name, rows, args.threshold)
     print(f"total wall {time.perf_counter() - start:.0f} s with {args.jobs} jobs; load {os.getloadavg()}")
