@@ -280,6 +280,7 @@ def _hydra_entry(cfg: DictConfig) -> float | None:
     on; the sweep callback then exits non-zero after the last job."""
     from hydra.core.hydra_config import HydraConfig
 
+    sys.argv = list(_LAUNCH_ARGV) or sys.argv  # Lightning relaunches the other ranks from this command line
     try:
         metrics = train(cfg)
     except Exception:
@@ -290,10 +291,17 @@ def _hydra_entry(cfg: DictConfig) -> float | None:
     return metrics.get("eval/success_rate")
 
 
+#: The command line this process was started with (``gigpo-lab train …`` keeps its ``train``). Hydra parses
+#: its own argv (the overrides alone); the job puts this one back, because DDP's relaunch of the other ranks
+#: re-runs ``sys.argv``, and every rank must enter through the same sub-command.
+_LAUNCH_ARGV: list[str] = []
+
+
 def main(argv: list[str] | None = None) -> None:
     """``gigpo-lab train [overrides…]``: Hydra's CLI over ``train`` (``-m`` for multirun)."""
     args = sys.argv[1:] if argv is None else list(argv)
     register_schemas()
+    _LAUNCH_ARGV[:] = sys.argv
     sys.argv = [sys.argv[0], *args]
     hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
     from gigpo_lab.tracking.sweep import FAILED_SWEEPS

@@ -145,7 +145,8 @@ def test_two_ranks_sync_gradients_and_split_rollouts(tiny_overrides, tmp_path):
 
 @pytest.fixture(scope="module")
 def ddp_cli_run(tmp_path_factory):
-    """``gigpo-lab train trainer=ddp`` on 2 CPU processes: Lightning relaunches the command for rank 1."""
+    """``gigpo-lab train trainer=ddp`` on 2 CPU processes, through the console script as the README types it:
+    Lightning relaunches the command line for rank 1, which must enter through the same ``train`` sub-command."""
     tmp_path = tmp_path_factory.mktemp("ddp_cli")
     overrides = [
         "trainer=ddp",
@@ -157,9 +158,9 @@ def ddp_cli_run(tmp_path_factory):
         f"output_dir={tmp_path / 'out'}",
         f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     run = subprocess.run(
-        [sys.executable, "-m", "gigpo_lab.train", *overrides],
+        [str(Path(sys.executable).parent / "gigpo-lab"), "train", *overrides],
         cwd=tmp_path,
         env=env,
         capture_output=True,
