@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
 import warnings
@@ -35,34 +36,36 @@ from gigpo_lab.run_info import (
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train one agent as ``cfg`` says; return the final metrics (the last value of every metric).
 
-    Every failure after the MLflow run opens (a bad value, a missing column, a crash mid-run) ends that run
-    with status FAILED and an ``error`` tag, and re-raises; checkpoints written so far are kept. Once the
-    run has started, an unreachable store no longer stops training: writes are buffered (``BufferedRun``).
-    In a multi-process job only global rank 0 opens and writes the MLflow run (``gigpo_lab.distributed``);
-    the other ranks return their own final metrics.
+    What the config alone can refuse (a bad value, a missing required key, a strategy the lab cannot run, a
+    model folder that does not exist) is refused first, with a ``ConfigError``, before anything is written.
+    The MLflow run opens only when training starts, once every rank is up (``IterationLogger.on_fit_start``),
+    so a launch that dies before that leaves no run behind. Every failure after the run opens (a crash
+    mid-run, an interrupt) ends that run with status FAILED and an ``error`` tag, and re-raises; checkpoints
+    written so far are kept. Once the run has started, an unreachable store no longer stops training: writes
+    are buffered (``BufferedRun``). In a multi-process job only global rank 0 opens and writes the MLflow run
+    (``gigpo_lab.distributed``); the other ranks return their own final metrics.
     """
+    validate_config(cfg)
+    out = output_dir(cfg)
     import lightning as L
 
-    out = output_dir(cfg)
-    run = _open_run(cfg, out) if is_launch_rank_zero() else _check_run_inputs(cfg)
-    logger_cb = None
+    # on every rank: an unreachable store or a bad checkpoint stops each rank at once, before any rollout
+    tracker = _checked_tracker(cfg)
+    module = _build_module(cfg)
+    logger_cb, trainer = _build_trainer(cfg, out, partial(_open_run, cfg, out, tracker))
+    _check_tracking_rank(trainer, tracking=is_launch_rank_zero())
+    L.seed_everything(cfg.seed, verbose=False)
+    start = time.perf_counter()
     try:
-        validate_config(cfg)
-        module = _build_module(cfg)
-        module.mlflow_run_id = run.run_id if run is not None else None
-        logger_cb, trainer = _build_trainer(cfg, out, run)
-        _check_tracking_rank(trainer, tracking=run is not None)
-        L.seed_everything(cfg.seed, verbose=False)
-        start = time.perf_counter()
         # the checkpoint was already loaded with weights_only=True by checkpoint_run_id: plain contents only
         trainer.fit(module, ckpt_path=cfg.ckpt_path, weights_only=True)
     except BaseException as err:
-        if logger_cb is not None:
-            logger_cb.flush(module)
-        if run is not None:
-            run.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
-            run.end("FAILED")
+        logger_cb.flush(module)
+        if logger_cb.tracker is not None:
+            logger_cb.tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+            logger_cb.tracker.end("FAILED")
         raise
+    run = logger_cb.tracker
     ckpt_dir = out / "checkpoints"
     trainer.save_checkpoint(ckpt_dir / "last.ckpt")  # a collective: every rank calls it, rank 0 writes
     metrics = logger_cb.final_metrics()
@@ -77,15 +80,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
     return metrics
 
 
-def _open_run(cfg: DictConfig, out: Path):
-    """The run's writer: the store checked reachable (fails fast), the run started (or continued from the
+def _open_run(cfg: DictConfig, out: Path, tracker):
+    """The run's writer, opened on global rank 0 when training starts: the run started (or continued from the
     checkpoint's run, its metric points listed so none is written twice), secrets redacted from the params
     and the config artifact; later writes buffered while the store is unreachable."""
     from gigpo_lab.tracking import flatten_config
     from gigpo_lab.tracking.buffer import BufferedRun
     from gigpo_lab.tracking.mlflow_tracker import redact_secrets
 
-    tracker = _checked_tracker(cfg)
     fresh = tracker.run_id is None
     tracker.start()
     if fresh:
@@ -97,7 +99,9 @@ def _open_run(cfg: DictConfig, out: Path):
 
 def _checked_tracker(cfg: DictConfig):
     """The run's ``MlflowTracker``, not started: its run id read off ``ckpt_path`` (a bad checkpoint raises)
-    and its store checked reachable (fails fast)."""
+    and its store checked reachable (fails fast). Every rank checks, so what would stop rank 0 from opening the
+    run stops the others too, instead of leaving them waiting for rank 0 until the process-group timeout
+    (srun and submitit do not kill the other tasks)."""
     from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
     from gigpo_lab.tracking.sweep import sweep_context
 
@@ -111,13 +115,6 @@ def _checked_tracker(cfg: DictConfig):
     )
     tracker.check_reachable()
     return tracker
-
-
-def _check_run_inputs(cfg: DictConfig) -> None:
-    """On a rank other than 0: what can stop rank 0 from opening the run (an unreachable store, a bad
-    checkpoint) stops this rank too, at once, instead of leaving it waiting for rank 0 until the process-group
-    timeout (srun and submitit do not kill the other tasks). Opens no run; returns None (no run here)."""
-    _checked_tracker(cfg)
 
 
 def _check_tracking_rank(trainer, *, tracking: bool) -> None:
@@ -199,8 +196,9 @@ def _build_policy(cfg: DictConfig, vocabulary):
         ) from err
 
 
-def _build_trainer(cfg: DictConfig, out: Path, run):
-    """The Lightning Trainer and its callbacks: iteration logging, checkpoints, progress bar."""
+def _build_trainer(cfg: DictConfig, out: Path, open_run):
+    """The Lightning Trainer and its callbacks: iteration logging (it calls ``open_run()`` on global rank 0 when
+    training starts), checkpoints, progress line."""
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 
@@ -212,7 +210,7 @@ def _build_trainer(cfg: DictConfig, out: Path, run):
     # trainer.target_kl skips the rest of an iteration's steps by returning None from training_step, on purpose
     warnings.filterwarnings("ignore", message=r"`training_step` returned `None`", category=UserWarning)
     ckpt_dir = out / "checkpoints"
-    logger_cb = IterationLogger(run)
+    logger_cb = IterationLogger(open_run=open_run)
     callbacks = [
         logger_cb,
         ModelCheckpoint(
@@ -283,9 +281,10 @@ def _hydra_entry(cfg: DictConfig) -> float | None:
     sys.argv = list(_LAUNCH_ARGV) or sys.argv  # Lightning relaunches the other ranks from this command line
     try:
         metrics = train(cfg)
-    except Exception:
+    except Exception as err:
         if str(HydraConfig.get().mode) != "RunMode.MULTIRUN":
-            raise
+            _JOB_ERROR.append(err)  # ``main`` reports it (Hydra would print its own banner first)
+            return None
         logging.getLogger("gigpo_lab.train").exception("job %s failed", HydraConfig.get().job.num)
         return None
     return metrics.get("eval/success_rate")
@@ -295,17 +294,55 @@ def _hydra_entry(cfg: DictConfig) -> float | None:
 #: its own argv (the overrides alone); the job puts this one back, because DDP's relaunch of the other ranks
 #: re-runs ``sys.argv``, and every rank must enter through the same sub-command.
 _LAUNCH_ARGV: list[str] = []
+#: The error of a single run's job, raised again by ``main`` once Hydra has returned.
+_JOB_ERROR: list[Exception] = []
+#: Set (with HYDRA_FULL_ERROR=1) when ``main`` asked Hydra to re-raise, not the user: processes started from
+#: this one (DDP's other ranks, joblib workers) inherit both and still report errors in one line.
+_OWN_FULL_ERROR = "GIGPO_LAB_OWN_FULL_ERROR"
+
+
+def _wants_traceback(args: list[str]) -> bool:
+    """``verbose=true`` among the overrides, or the user's own ``HYDRA_FULL_ERROR=1``."""
+    verbose = any(re.fullmatch(r"\+*verbose=(true|True|1|yes)", a) for a in args)
+    user_full = os.environ.get("HYDRA_FULL_ERROR") == "1" and os.environ.get(_OWN_FULL_ERROR) != "1"
+    return verbose or user_full
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``gigpo-lab train [overrides…]``: Hydra's CLI over ``train`` (``-m`` for multirun)."""
+    """``gigpo-lab train [overrides…]``: Hydra's CLI over ``train`` (``-m`` for multirun).
+
+    A config mistake prints one or two lines that name the key and exits 2 before anything is written; any
+    other failure prints one line and exits 1 (``verbose=true`` or ``HYDRA_FULL_ERROR=1``: the traceback).
+    A sweep whose launcher dies ends its MLflow parent run FAILED with the reason.
+    """
+    from gigpo_lab.cli_errors import explain
+    from gigpo_lab.tracking.sweep import FAILED_SWEEPS, fail_open_sweeps
+
     args = sys.argv[1:] if argv is None else list(argv)
     register_schemas()
     _LAUNCH_ARGV[:] = sys.argv
     sys.argv = [sys.argv[0], *args]
-    hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
-    from gigpo_lab.tracking.sweep import FAILED_SWEEPS
-
+    traceback_wanted = _wants_traceback(args)
+    saved = {k: os.environ.get(k) for k in ("HYDRA_FULL_ERROR", _OWN_FULL_ERROR)}
+    if os.environ.get("HYDRA_FULL_ERROR") != "1":  # Hydra re-raises instead of printing its own report
+        os.environ.update({"HYDRA_FULL_ERROR": "1", _OWN_FULL_ERROR: "1"})
+    try:
+        hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
+        if _JOB_ERROR:
+            raise _JOB_ERROR.pop()
+    except BaseException as err:
+        fail_open_sweeps(err)
+        if traceback_wanted or isinstance(err, SystemExit | KeyboardInterrupt):
+            raise
+        code, message = explain(err)
+        sys.stderr.write(message + "\n")
+        sys.exit(code)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     if FAILED_SWEEPS:
         sys.stderr.write("\n".join(FAILED_SWEEPS) + "\n")
         sys.exit(1)

@@ -319,20 +319,20 @@ def test_under_ddp_spawn_only_rank_zero_writes_the_run(tiny_overrides, tmp_path)
         ("trainer.strategy=ddp_spawn", "runs the iterations in worker processes.*use trainer=ddp"),
     ],
 )
-def test_strategies_the_lab_cannot_run_are_refused_before_any_rollout(
+def test_strategies_the_lab_cannot_run_are_refused_before_any_run_opens(
     override, message, tiny_overrides, tmp_path
 ):
     from mlflow.tracking import MlflowClient
 
+    from gigpo_lab.run_info import ConfigError
     from gigpo_lab.train import train
 
     cfg = compose_config([*tiny_overrides, override, "trainer.accelerator=cpu"])
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message):
         train(cfg)
     client = MlflowClient(tracking_uri=cfg.tracking.uri)
-    (run,) = client.search_runs([client.get_experiment_by_name("gigpo-lab").experiment_id])
-    assert run.info.status == "FAILED" and "not" in run.data.tags["error"]
-    assert not (tmp_path / "out" / "checkpoints").exists()
+    assert client.get_experiment_by_name("gigpo-lab") is None, "refused before any run opens"
+    assert not (tmp_path / "out").exists(), "and before any output folder is made"
 
 
 def test_a_rank_other_than_zero_stops_at_once_when_the_store_is_unreachable(

@@ -143,6 +143,21 @@ class MlflowTracker:
                 f"the MLflow store {self.uri!r} cannot be reached ({type(err).__name__}: {err}); "
                 "start the server or fix tracking.uri (default: sqlite:///<cwd>/mlflow.db)"
             ) from err
+        if self.run_id is not None:
+            self._check_run_exists()
+
+    def _check_run_exists(self) -> None:
+        """A resumed run must be in this store (reading only, so a refusal writes nothing)."""
+        try:
+            with http_limits(self.uri, CHECK_RETRIES, CHECK_TIMEOUT_S, override=True):
+                self.client.get_run(self.run_id)
+        except Exception as err:
+            if getattr(err, "error_code", None) != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            raise RuntimeError(
+                f"the checkpoint's MLflow run {self.run_id} is not in the store {self.uri!r}; resume with "
+                "the tracking.uri of the run that wrote the checkpoint"
+            ) from err
 
     def start(self) -> str:
         """Create (or reopen, when ``run_id`` is set) the run and return its id."""

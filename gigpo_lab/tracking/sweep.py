@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 #: Failure messages of the sweeps this process ran. Hydra 1.3 turns an exception raised in a callback into a
 #: warning, so ``gigpo_lab.train.main`` reads this after Hydra returns and exits non-zero.
 FAILED_SWEEPS: list[str] = []
+#: Parent runs this process opened and has not closed yet (``fail_open_sweeps`` ends them if the launch dies).
+OPEN_PARENTS: list = []
 
 
 def sweep_context() -> tuple[str | None, str | None]:
@@ -57,14 +59,16 @@ class MlflowSweepCallback(Callback):
         self.tracker = _tracker(config, run_name=sweep_id, tags=tags)
         self.tracker.check_reachable()
         run_id = self.tracker.start()
+        OPEN_PARENTS.append(self.tracker)
         if params:
             self.tracker.log_params({f"sweep.{k}": v for k, v in params.items()})
         os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = run_id, sweep_id
         log.info("MLflow sweep parent run %s (sweep id %s)", run_id, sweep_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if self.tracker is None:
+        if self.tracker is None or self.tracker not in OPEN_PARENTS:
             return
+        OPEN_PARENTS.remove(self.tracker)
         sweep_id = os.environ.pop(SWEEP_ENV, None)
         os.environ.pop(PARENT_ENV, None)
         client = self.tracker.client
@@ -83,3 +87,18 @@ class MlflowSweepCallback(Callback):
             )
             log.error(message)
             FAILED_SWEEPS.append(message)
+
+
+def fail_open_sweeps(err: BaseException) -> None:
+    """End every parent run still open in this process FAILED, with the reason in its ``error`` tag: the
+    launcher died before the jobs ran (e.g. ``hydra/launcher=slurm`` where there is no ``sbatch``), so Hydra
+    never calls ``on_multirun_end``. No run is ever left RUNNING."""
+    for env in (PARENT_ENV, SWEEP_ENV):
+        os.environ.pop(env, None)
+    while OPEN_PARENTS:
+        tracker = OPEN_PARENTS.pop()
+        try:
+            tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+            tracker.end("FAILED")
+        except Exception:  # the store went away too: nothing more can be recorded
+            log.exception("could not mark the sweep parent run %s FAILED", tracker.run_id)
