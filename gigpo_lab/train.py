@@ -21,7 +21,15 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from gigpo_lab.config_paths import conf_dir, register_schemas
+from gigpo_lab.console import (
+    configure_output,
+    print_header,
+    print_job_line,
+    print_summary,
+    quiet_lightning,
+)
 from gigpo_lab.distributed import RANK_VARIABLES, is_launch_rank_zero
+from gigpo_lab.help import register_help_resolver
 from gigpo_lab.run_info import (
     check_policy,
     checkpoint_run_id,
@@ -47,10 +55,13 @@ def train(cfg: DictConfig) -> dict[str, float]:
     """
     validate_config(cfg)
     out = output_dir(cfg)
-    import lightning as L
-
     # on every rank: an unreachable store or a bad checkpoint stops each rank at once, before any rollout
     tracker = _checked_tracker(cfg)
+    if is_launch_rank_zero() and not _in_sweep():
+        print_header(cfg, tracker.uri, out, tracker.tags.get("model", "?"))
+    import lightning as L
+
+    quiet_lightning()
     module = _build_module(cfg)
     logger_cb, trainer = _build_trainer(cfg, out, partial(_open_run, cfg, out, tracker))
     _check_tracking_rank(trainer, tracking=is_launch_rank_zero())
@@ -76,8 +87,16 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics["time/wall_s"] = time.perf_counter() - start
     run.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
     run.end("KILLED" if trainer.interrupted else "FINISHED")
-    _print_summary(metrics, run.tracker.uri, run.run_id, ckpt_dir)
+    if not _in_sweep():
+        print_summary(metrics, run.tracker.uri, run.run_id, ckpt_dir)
     return metrics
+
+
+def _in_sweep() -> bool:
+    """Whether this is a job of a Hydra multirun (it prints one line when it ends, not a header and summary)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.initialized() and str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
 
 
 def _open_run(cfg: DictConfig, out: Path, tracker):
@@ -200,8 +219,9 @@ def _build_trainer(cfg: DictConfig, out: Path, open_run):
     """The Lightning Trainer and its callbacks: iteration logging (it calls ``open_run()`` on global rank 0 when
     training starts), checkpoints, progress line."""
     import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+    from lightning.pytorch.callbacks import ModelCheckpoint
 
+    from gigpo_lab.progress import ProgressLine
     from gigpo_lab.tracking.callback import IterationLogger
     from gigpo_lab.training.checkpointing import AtomicCheckpointIO, ExceptionCheckpoint
 
@@ -224,8 +244,8 @@ def _build_trainer(cfg: DictConfig, out: Path, open_run):
         ),
         ExceptionCheckpoint(ckpt_dir),
     ]
-    if cfg.trainer.progress_bar:
-        callbacks.append(RichProgressBar())
+    if cfg.trainer.progress_bar and not _in_sweep():  # a sweep's parallel jobs would interleave their lines
+        callbacks.append(ProgressLine(logger_cb, cfg.trainer.iterations))
     trainer = L.Trainer(
         max_epochs=cfg.trainer.iterations,
         accelerator=cfg.trainer.accelerator,
@@ -237,7 +257,7 @@ def _build_trainer(cfg: DictConfig, out: Path, open_run):
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],  # a checkpoint file is whole or absent (full disk, SIGKILL)
         logger=False,
-        enable_progress_bar=bool(cfg.trainer.progress_bar),
+        enable_progress_bar=False,  # ProgressLine instead: 1-based iterations, one line within 100 columns
         enable_model_summary=False,
         num_sanity_val_steps=0,
         default_root_dir=str(out),
@@ -252,41 +272,26 @@ def _strategy(node):
     return instantiate(node) if OmegaConf.is_config(node) else node
 
 
-def _print_summary(metrics: dict[str, float], uri: str, run_id: str, ckpt_dir: Path) -> None:
-    """The end-of-run summary for the terminal (user output, not diagnostics)."""
-    from rich.console import Console
-
-    keys = (
-        "eval/success_rate",
-        "eval/return",
-        "eval/length",
-        "rollout/success_rate",
-        "rollout/env_steps_total",
-    )
-    lines = [f"  {k:<26} {metrics[k]:.4g}" for k in keys if k in metrics]
-    lines.append(f"  {'time/wall_s':<26} {metrics['time/wall_s']:.1f}")
-    Console(stderr=True, soft_wrap=True).print(
-        "[bold]gigpo-lab: run finished[/bold]\n"
-        + "\n".join(lines)
-        + f"\n  MLflow store: {uri}  (run {run_id})\n  checkpoints:  {ckpt_dir}\n"
-        f"  open the UI:  gigpo-lab ui --store {uri}"
-    )
-
-
 def _hydra_entry(cfg: DictConfig) -> float | None:
     """One Hydra job. In a multirun a failing job is logged (its MLflow run says FAILED) and the sweep goes
     on; the sweep callback then exits non-zero after the last job."""
     from hydra.core.hydra_config import HydraConfig
 
     sys.argv = list(_LAUNCH_ARGV) or sys.argv  # Lightning relaunches the other ranks from this command line
+    verbose = bool(cfg.get("verbose", False))
+    configure_output(verbose)  # again here: joblib's workers are fresh processes
     try:
         metrics = train(cfg)
     except Exception as err:
-        if str(HydraConfig.get().mode) != "RunMode.MULTIRUN":
+        if not _in_sweep():
             _JOB_ERROR.append(err)  # ``main`` reports it (Hydra would print its own banner first)
             return None
-        logging.getLogger("gigpo_lab.train").exception("job %s failed", HydraConfig.get().job.num)
+        if verbose:
+            logging.getLogger("gigpo_lab.train").exception("job %s failed", HydraConfig.get().job.num)
+        print_job_line(cfg, HydraConfig.get().job.num, None, err)
         return None
+    if _in_sweep() and is_launch_rank_zero():
+        print_job_line(cfg, HydraConfig.get().job.num, metrics)
     return metrics.get("eval/success_rate")
 
 
@@ -301,11 +306,15 @@ _JOB_ERROR: list[Exception] = []
 _OWN_FULL_ERROR = "GIGPO_LAB_OWN_FULL_ERROR"
 
 
+def _verbose(args: list[str]) -> bool:
+    """``verbose=true`` among the overrides (read before Hydra composes: it chooses Hydra's logging)."""
+    return any(re.fullmatch(r"\+*verbose=(true|True|1|yes)", a) for a in args)
+
+
 def _wants_traceback(args: list[str]) -> bool:
-    """``verbose=true`` among the overrides, or the user's own ``HYDRA_FULL_ERROR=1``."""
-    verbose = any(re.fullmatch(r"\+*verbose=(true|True|1|yes)", a) for a in args)
+    """``verbose=true``, or the user's own ``HYDRA_FULL_ERROR=1``."""
     user_full = os.environ.get("HYDRA_FULL_ERROR") == "1" and os.environ.get(_OWN_FULL_ERROR) != "1"
-    return verbose or user_full
+    return _verbose(args) or user_full
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -320,9 +329,13 @@ def main(argv: list[str] | None = None) -> None:
 
     args = sys.argv[1:] if argv is None else list(argv)
     register_schemas()
+    register_help_resolver()
     _LAUNCH_ARGV[:] = sys.argv
     sys.argv = [sys.argv[0], *args]
     traceback_wanted = _wants_traceback(args)
+    configure_output(_verbose(args))
+    if _verbose(args):  # Hydra's own logging configs: every INFO line on the console
+        sys.argv += ["hydra/hydra_logging=default", "hydra/job_logging=default"]
     saved = {k: os.environ.get(k) for k in ("HYDRA_FULL_ERROR", _OWN_FULL_ERROR)}
     if os.environ.get("HYDRA_FULL_ERROR") != "1":  # Hydra re-raises instead of printing its own report
         os.environ.update({"HYDRA_FULL_ERROR": "1", _OWN_FULL_ERROR: "1"})

@@ -64,6 +64,9 @@ class MlflowSweepCallback(Callback):
             self.tracker.log_params({f"sweep.{k}": v for k, v in params.items()})
         os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = run_id, sweep_id
         log.info("MLflow sweep parent run %s (sweep id %s)", run_id, sweep_id)
+        from gigpo_lab.console import print_sweep_header
+
+        print_sweep_header(sweep_id, overrides, self.tracker.uri, str(config.hydra.sweep.dir))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.tracker is None or self.tracker not in OPEN_PARENTS:
@@ -80,13 +83,14 @@ class MlflowSweepCallback(Callback):
         failed = sum(s != "FINISHED" for s in statuses)
         self.tracker.set_tags({"jobs": len(statuses), "jobs_failed": failed})
         self.tracker.end("FAILED" if failed else "FINISHED")
+        from gigpo_lab.console import print_sweep_summary
+
+        print_sweep_summary(sweep_id, len(statuses), failed, self.tracker.uri)
         if failed:
-            message = (
+            FAILED_SWEEPS.append(
                 f"{failed} of {len(statuses)} jobs of sweep {sweep_id} failed; the others finished. "
                 f"See `gigpo-lab compare --sweep-id {sweep_id}` and each failed run's log"
             )
-            log.error(message)
-            FAILED_SWEEPS.append(message)
 
 
 def fail_open_sweeps(err: BaseException) -> None:
