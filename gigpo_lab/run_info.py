@@ -160,14 +160,16 @@ def env_columns(env) -> set[str]:
 
 
 def run_name(cfg: DictConfig) -> str:
-    """``<estimator>[-w<ω>]-<env>-s<seed>`` unless ``tracking.run_name`` is set."""
+    """``<estimator>[-w<ω>]-s<seed>-<env>`` (e.g. ``gigpo-w0.6-s1-frozenlake``) unless ``tracking.run_name``
+    is set: short, and what differs between the runs of a sweep first, so the UI's narrow name column shows
+    it; the env (the same across a sweep) last."""
     if cfg.tracking.run_name:
         return str(cfg.tracking.run_name)
     parts = [estimator_name(cfg)]
     omega = cfg.estimator.get("step_advantage_weight")
     if omega is not None:
-        parts.append(f"w{float(omega)}")
-    parts += [str(cfg.env.name), f"s{cfg.seed}"]
+        parts.append(f"w{float(omega):g}")
+    parts += [f"s{cfg.seed}", str(cfg.env.name)]
     return "-".join(parts)
 
 

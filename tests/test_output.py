@@ -97,6 +97,21 @@ def test_a_sweep_prints_one_line_per_job_and_a_summary_with_the_next_command(tmp
     assert any(ln.startswith("  next:    gigpo-lab compare --sweep-id ") for ln in lines)
     assert sum("gigpo-lab ui" in ln for ln in lines) == 1, "the UI hint once, not once per job"
 
+    # what MLflow's UI shows: a model-training experiment, short run names that lead with ω and seed,
+    # a parent run whose description holds the overrides and the compare command
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (exp,) = [e for e in client.search_experiments() if e.name == "gigpo-lab"]
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    runs = client.search_runs([exp.experiment_id])
+    names = sorted(r.info.run_name for r in runs if "mlflow.parentRunId" in r.data.tags)
+    assert names == ["gigpo-w0-s0-frozenlake", "gigpo-w1-s0-frozenlake"]
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    note = parent.data.tags["mlflow.note.content"]
+    assert "estimator.step_advantage_weight=0.0,1.0" in note
+    assert f"gigpo-lab compare --sweep-id {parent.data.tags['sweep_id']}" in note
+
 
 def test_help_lists_groups_experiments_sweeps_and_examples(tmp_path):
     done = _train(["--help"], tmp_path)

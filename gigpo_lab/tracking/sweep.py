@@ -18,6 +18,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from gigpo_lab.tracking.mlflow_tracker import NOTE_TAG
+
 PARENT_ENV = "GIGPO_LAB_PARENT_RUN_ID"
 SWEEP_ENV = "GIGPO_LAB_SWEEP_ID"
 ROLE_TAG = "gigpo_lab.role"
@@ -34,6 +36,12 @@ OPEN_PARENTS: list = []
 def sweep_context() -> tuple[str | None, str | None]:
     """``(parent_run_id, sweep_id)`` when this process is a job of a tracked sweep, else ``(None, None)``."""
     return os.environ.get(PARENT_ENV), os.environ.get(SWEEP_ENV)
+
+
+def _default_uri() -> str:
+    from gigpo_lab.tracking.mlflow_tracker import default_tracking_uri
+
+    return default_tracking_uri()
 
 
 def _tracker(config: DictConfig, **kwargs: Any):
@@ -56,6 +64,12 @@ class MlflowSweepCallback(Callback):
         params = {k: str(v) for k, v in (config.hydra.sweeper.get("params") or {}).items()}
         overrides = " ".join(config.hydra.overrides.task)
         tags = {ROLE_TAG: "sweep-parent", "sweep_id": sweep_id, "sweep": label, "sweep_overrides": overrides}
+        uri = config.tracking.uri or _default_uri()
+        tags[NOTE_TAG] = (  # the run's description in MLflow's UI
+            f"Sweep `{label}`: one child run per job.\n\n```\ngigpo-lab train {overrides}\n```\n\n"
+            f"Compare the jobs (IQM, CIs, plots):\n\n```\ngigpo-lab compare --sweep-id {sweep_id} "
+            f"--store {uri}\n```\n"
+        )
         self.tracker = _tracker(config, run_name=sweep_id, tags=tags)
         self.tracker.check_reachable()
         run_id = self.tracker.start()
