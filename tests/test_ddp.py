@@ -174,7 +174,10 @@ def ddp_cli_run(tmp_path_factory):
 def test_trainer_ddp_from_the_command_line(ddp_cli_run):
     tmp_path, run = ddp_cli_run
     assert run.returncode == 0, run.stderr[-4000:]
-    assert "Starting with 2 processes" in run.stdout + run.stderr
+    logs = "".join(f.read_text() for f in tmp_path.glob("outputs/*/*/*.log"))  # the job's full log
+    assert "Starting with 2 processes" in logs
+    assert run.stderr.count("gigpo-lab train: ") == 1, "rank 0 alone prints the header"
+    assert run.stderr.count("run finished") == 1, "and the summary"
     assert (tmp_path / "out" / "checkpoints" / "last.ckpt").is_file()
 
 
