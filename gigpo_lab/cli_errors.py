@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 
 #: Exit status of a command-line mistake (argparse's and Hydra's usage-error convention).
 USAGE_ERROR = 2
@@ -84,6 +85,10 @@ def explain(err: BaseException) -> tuple[int, str]:
 
     from gigpo_lab.run_info import ConfigError
 
+    # an estimator the env cannot feed (GiGPO without anchors); loaded already if that is what was raised
+    prepare = sys.modules.get("gigpo_lab.advantages.prepare")
+    usage_errors = (ConfigError, *((prepare.MissingColumnError,) if prepare is not None else ()))
+
     cause = err.__cause__
     if isinstance(err, MissingConfigException):
         return USAGE_ERROR, _missing_option(err)
@@ -99,7 +104,7 @@ def explain(err: BaseException) -> tuple[int, str]:
     if isinstance(err, MissingMandatoryValue):
         key = getattr(err, "full_key", None) or getattr(err, "key", "?")
         return USAGE_ERROR, f"{PROG}: {key} is required and has no default; add {key}=<value> to the command"
-    if isinstance(err, ConfigError):
+    if isinstance(err, usage_errors):
         return USAGE_ERROR, f"{PROG}: {err}"
     first = (str(err).strip().splitlines() or [""])[0][:400]
     return 1, f"{PROG}: {type(err).__name__}: {first}\n  {TRACEBACK_HINT}"

@@ -41,11 +41,33 @@ def _doc_commands() -> list[tuple[str, list[str]]]:
             if block.lang != "bash":
                 continue
             for command in commands(block):
-                argv = shlex.split(command, comments=True)
-                while argv and re.match(r"^[A-Za-z_]\w*=", argv[0]):
-                    argv.pop(0)
-                out.append((f"{name}:{block.line}", argv))
+                for argv in _split(shlex.split(command, comments=True)):
+                    while argv and re.match(r"^[A-Za-z_]\w*=", argv[0]):
+                        argv.pop(0)
+                    out.append((f"{name}:{block.line}", argv))
     return out
+
+
+def _split(tokens: list[str]) -> list[list[str]]:
+    """The commands of one shell line joined by ``&&``, ``||``, ``;`` or ``|``."""
+    out = [[]]
+    for token in tokens:
+        if token in {"&&", "||", ";", "|"}:
+            out.append([])
+        else:
+            out[-1].append(token)
+    return [argv for argv in out if argv]
+
+
+def _first_value(value: str) -> str:
+    """The first value of a multirun sweep: ``0,1,2`` -> ``0``, ``range(10)`` -> ``0``, ``choice(a,b)`` -> ``a``."""
+    function = re.fullmatch(r"(range|choice)\((.*)\)", value)
+    if function:
+        args = [a.strip() for a in function.group(2).split(",")]
+        return ("0" if len(args) == 1 else args[0]) if function.group(1) == "range" else args[0]
+    if "," in value and not value.startswith("["):
+        return value.split(",")[0]
+    return value
 
 
 COMMANDS_IN_DOCS = _doc_commands()
@@ -64,9 +86,7 @@ def _train_overrides(argv: list[str]) -> list[str] | None:
         if token in HYDRA_FLAGS or (i and rest[i - 1] in {"--cfg", "-c", "--package", "-p", "--info", "-i"}):
             continue
         key, _, value = token.partition("=")
-        if "," in value and not value.startswith("["):  # a multirun's sweep: its first value
-            value = value.split(",")[0]
-        overrides.append(f"{key}={value}")
+        overrides.append(f"{key}={_first_value(value)}")  # a multirun's sweep: its first value
     return overrides
 
 

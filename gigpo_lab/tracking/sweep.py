@@ -70,7 +70,8 @@ class MlflowSweepCallback(Callback):
             f"Compare the jobs (IQM, CIs, plots):\n\n```\ngigpo-lab compare --sweep-id {sweep_id} "
             f"--store {uri}\n```\n"
         )
-        self.tracker = _tracker(config, run_name=sweep_id, tags=tags)
+        # a short display name (the UI's name column is narrow); the full id is the sweep_id tag
+        self.tracker = _tracker(config, run_name=f"{label} {time.strftime('%H:%M')}", tags=tags)
         self.tracker.check_reachable()
         run_id = self.tracker.start()
         OPEN_PARENTS.append(self.tracker)
