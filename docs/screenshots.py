@@ -1,8 +1,9 @@
 """Screenshots of the MLflow UI for docs/TUTORIAL.md, taken by headless Chromium (``make screenshots``).
 
 Runs a tiny ω sweep (2 values x 2 seeds) and ``gigpo-lab compare`` in a scratch folder, starts ``gigpo-lab
-ui`` on it, and saves three pages into ``docs/images/``: the experiment's runs table (the sweep's parent
-run and its children), a child run's metric charts, and the parent run's artifacts (the compare report).
+ui`` on it, and saves four pages into ``docs/images/``: the experiment's runs table (the sweep's parent
+run), a child run's metric charts, the parent run's overview (its description: the overrides and the
+compare command) and one of its artifacts (the compare report's learning curves).
 
 Needs ``chromium`` on PATH (Debian: ``apt-get install -y chromium``). Look at the images before committing
 them: a page that had not finished rendering is blank.
@@ -36,14 +37,14 @@ SWEEP = [
     "rollout.groups=4",
     "rollout.group_size=4",
     "trainer.num_threads=1",
-    "hydra.launcher.n_jobs=1",
     "tracking.experiment=gigpo-step-weight",
 ]
 #: Pages of the UI (after ``#/experiments/<id>``) and how long Chromium lets each render (ms).
 PAGES = {
     "ui_runs_table.png": ("/runs", 30000),
     "ui_child_charts.png": ("/runs/{child}/model-metrics", 90000),
-    "ui_parent_artifacts.png": ("/runs/{parent}/artifacts", 30000),
+    "ui_parent_overview.png": ("/runs/{parent}", 30000),
+    "ui_parent_artifacts.png": ("/runs/{parent}/artifacts/compare/learning_curves-eval_success_rate.png", 30000),
 }
 
 
