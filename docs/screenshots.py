@@ -44,7 +44,10 @@ PAGES = {
     "ui_runs_table.png": ("/runs", 30000),
     "ui_child_charts.png": ("/runs/{child}/model-metrics", 90000),
     "ui_parent_overview.png": ("/runs/{parent}", 30000),
-    "ui_parent_artifacts.png": ("/runs/{parent}/artifacts/compare/learning_curves-eval_success_rate.png", 30000),
+    "ui_parent_artifacts.png": (
+        "/runs/{parent}/artifacts/compare/learning_curves-eval_success_rate.png",
+        30000,
+    ),
 }
 
 
