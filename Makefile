@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install demo test test-slow lint bench clean smollm test-vllm
+.PHONY: install demo test test-slow lint bench clean smollm test-vllm screenshots
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,11 @@ $(VLLM_VENV)/.installed: pyproject.toml
 
 test-vllm: $(VLLM_VENV)/.installed
 	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_PY) -m pytest -q -m vllm
+
+# The MLflow UI screenshots of docs/TUTORIAL.md (docs/images/): a tiny sweep, compare, the UI, headless Chromium
+# (Debian: apt-get install -y chromium). Look at the images before committing them.
+screenshots: install
+	$(PY) docs/screenshots.py
 
 clean:
 	rm -rf $(VENV) outputs multirun mlflow.db .pytest_cache

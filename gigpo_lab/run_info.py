@@ -26,8 +26,24 @@ def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
 
 
+class ConfigError(ValueError):
+    """A mistake in the config that the config alone shows (a bad value, a missing required key, a combination
+    the lab cannot run): raised before anything is written; ``gigpo-lab train`` prints it in one line, exit 2."""
+
+
 def validate_config(cfg: DictConfig) -> None:
-    """Reject values that would give a wrong or empty run, each with a one-sentence fix, before anything runs."""
+    """Reject values that would give a wrong or empty run, each with a one-sentence fix, before anything runs.
+
+    Raises ``ConfigError`` (a ``ValueError``) naming the key, the value and what is allowed: a required key
+    (``???``) left unset, a value out of range or of the wrong type, a strategy the lab cannot run, a model
+    folder that does not exist.
+    """
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        key = missing[0]
+        group = _hydra_choices().get(key.split(".", 1)[0])
+        where = f" with {key.split('.', 1)[0]}={group}" if group else ""
+        raise ConfigError(f"{key} is required{where} and has no default; add {key}=<value> to the command")
     checks = []
     for key, minimum in (
         ("trainer.iterations", 1),
@@ -78,9 +94,21 @@ def validate_config(cfg: DictConfig) -> None:
         )
     )
     checks.append(_strategy_check(OmegaConf.select(cfg, "trainer.strategy")))
+    checks.append(_model_folder_check(cfg.model))
     for ok, message in checks:
         if not ok:
-            raise ValueError(message)
+            raise ConfigError(message)
+
+
+def _model_folder_check(model: DictConfig) -> tuple[bool, str]:
+    """A ``model.path`` that names no file or folder is refused here (loading it would fail after seconds)."""
+    path = model.get("path")
+    if not isinstance(path, str) or Path(path).expanduser().exists():
+        return True, ""
+    return False, (
+        f"model.path={path}: no such folder; point it at a Hugging Face model folder (config.json, weights "
+        "and tokenizer files)"
+    )
 
 
 def _strategy_check(strategy) -> tuple[bool, str]:
@@ -132,14 +160,16 @@ def env_columns(env) -> set[str]:
 
 
 def run_name(cfg: DictConfig) -> str:
-    """``<estimator>[-w<ω>]-<env>-s<seed>`` unless ``tracking.run_name`` is set."""
+    """``<estimator>[-w<ω>]-s<seed>-<env>`` (e.g. ``gigpo-w0.6-s1-frozenlake``) unless ``tracking.run_name``
+    is set: short, and what differs between the runs of a sweep first, so the UI's narrow name column shows
+    it; the env (the same across a sweep) last."""
     if cfg.tracking.run_name:
         return str(cfg.tracking.run_name)
     parts = [estimator_name(cfg)]
     omega = cfg.estimator.get("step_advantage_weight")
     if omega is not None:
-        parts.append(f"w{float(omega)}")
-    parts += [str(cfg.env.name), f"s{cfg.seed}"]
+        parts.append(f"w{float(omega):g}")
+    parts += [f"s{cfg.seed}", str(cfg.env.name)]
     return "-".join(parts)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
 import warnings
@@ -20,7 +21,15 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from gigpo_lab.config_paths import conf_dir, register_schemas
+from gigpo_lab.console import (
+    configure_output,
+    print_header,
+    print_job_line,
+    print_summary,
+    quiet_lightning,
+)
 from gigpo_lab.distributed import RANK_VARIABLES, is_launch_rank_zero
+from gigpo_lab.help import register_help_resolver
 from gigpo_lab.run_info import (
     check_policy,
     checkpoint_run_id,
@@ -35,34 +44,39 @@ from gigpo_lab.run_info import (
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train one agent as ``cfg`` says; return the final metrics (the last value of every metric).
 
-    Every failure after the MLflow run opens (a bad value, a missing column, a crash mid-run) ends that run
-    with status FAILED and an ``error`` tag, and re-raises; checkpoints written so far are kept. Once the
-    run has started, an unreachable store no longer stops training: writes are buffered (``BufferedRun``).
-    In a multi-process job only global rank 0 opens and writes the MLflow run (``gigpo_lab.distributed``);
-    the other ranks return their own final metrics.
+    What the config alone can refuse (a bad value, a missing required key, a strategy the lab cannot run, a
+    model folder that does not exist) is refused first, with a ``ConfigError``, before anything is written.
+    The MLflow run opens only when training starts, once every rank is up (``IterationLogger.on_fit_start``),
+    so a launch that dies before that leaves no run behind. Every failure after the run opens (a crash
+    mid-run, an interrupt) ends that run with status FAILED and an ``error`` tag, and re-raises; checkpoints
+    written so far are kept. Once the run has started, an unreachable store no longer stops training: writes
+    are buffered (``BufferedRun``). In a multi-process job only global rank 0 opens and writes the MLflow run
+    (``gigpo_lab.distributed``); the other ranks return their own final metrics.
     """
+    validate_config(cfg)
+    out = output_dir(cfg)
+    # on every rank: an unreachable store or a bad checkpoint stops each rank at once, before any rollout
+    tracker = _checked_tracker(cfg)
+    if is_launch_rank_zero() and not _in_sweep():
+        print_header(cfg, tracker.uri, out, tracker.tags.get("model", "?"))
     import lightning as L
 
-    out = output_dir(cfg)
-    run = _open_run(cfg, out) if is_launch_rank_zero() else _check_run_inputs(cfg)
-    logger_cb = None
+    quiet_lightning()
+    module = _build_module(cfg)
+    logger_cb, trainer = _build_trainer(cfg, out, partial(_open_run, cfg, out, tracker))
+    _check_tracking_rank(trainer, tracking=is_launch_rank_zero())
+    L.seed_everything(cfg.seed, verbose=False)
+    start = time.perf_counter()
     try:
-        validate_config(cfg)
-        module = _build_module(cfg)
-        module.mlflow_run_id = run.run_id if run is not None else None
-        logger_cb, trainer = _build_trainer(cfg, out, run)
-        _check_tracking_rank(trainer, tracking=run is not None)
-        L.seed_everything(cfg.seed, verbose=False)
-        start = time.perf_counter()
         # the checkpoint was already loaded with weights_only=True by checkpoint_run_id: plain contents only
         trainer.fit(module, ckpt_path=cfg.ckpt_path, weights_only=True)
     except BaseException as err:
-        if logger_cb is not None:
-            logger_cb.flush(module)
-        if run is not None:
-            run.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
-            run.end("FAILED")
+        logger_cb.flush(module)
+        if logger_cb.tracker is not None:
+            logger_cb.tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+            logger_cb.tracker.end("FAILED")
         raise
+    run = logger_cb.tracker
     ckpt_dir = out / "checkpoints"
     trainer.save_checkpoint(ckpt_dir / "last.ckpt")  # a collective: every rank calls it, rank 0 writes
     metrics = logger_cb.final_metrics()
@@ -73,19 +87,26 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics["time/wall_s"] = time.perf_counter() - start
     run.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
     run.end("KILLED" if trainer.interrupted else "FINISHED")
-    _print_summary(metrics, run.tracker.uri, run.run_id, ckpt_dir)
+    if not _in_sweep():
+        print_summary(metrics, run.tracker.uri, run.run_id, ckpt_dir)
     return metrics
 
 
-def _open_run(cfg: DictConfig, out: Path):
-    """The run's writer: the store checked reachable (fails fast), the run started (or continued from the
+def _in_sweep() -> bool:
+    """Whether this is a job of a Hydra multirun (it prints one line when it ends, not a header and summary)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.initialized() and str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
+
+
+def _open_run(cfg: DictConfig, out: Path, tracker):
+    """The run's writer, opened on global rank 0 when training starts: the run started (or continued from the
     checkpoint's run, its metric points listed so none is written twice), secrets redacted from the params
     and the config artifact; later writes buffered while the store is unreachable."""
     from gigpo_lab.tracking import flatten_config
     from gigpo_lab.tracking.buffer import BufferedRun
     from gigpo_lab.tracking.mlflow_tracker import redact_secrets
 
-    tracker = _checked_tracker(cfg)
     fresh = tracker.run_id is None
     tracker.start()
     if fresh:
@@ -97,7 +118,9 @@ def _open_run(cfg: DictConfig, out: Path):
 
 def _checked_tracker(cfg: DictConfig):
     """The run's ``MlflowTracker``, not started: its run id read off ``ckpt_path`` (a bad checkpoint raises)
-    and its store checked reachable (fails fast)."""
+    and its store checked reachable (fails fast). Every rank checks, so what would stop rank 0 from opening the
+    run stops the others too, instead of leaving them waiting for rank 0 until the process-group timeout
+    (srun and submitit do not kill the other tasks)."""
     from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
     from gigpo_lab.tracking.sweep import sweep_context
 
@@ -111,13 +134,6 @@ def _checked_tracker(cfg: DictConfig):
     )
     tracker.check_reachable()
     return tracker
-
-
-def _check_run_inputs(cfg: DictConfig) -> None:
-    """On a rank other than 0: what can stop rank 0 from opening the run (an unreachable store, a bad
-    checkpoint) stops this rank too, at once, instead of leaving it waiting for rank 0 until the process-group
-    timeout (srun and submitit do not kill the other tasks). Opens no run; returns None (no run here)."""
-    _checked_tracker(cfg)
 
 
 def _check_tracking_rank(trainer, *, tracking: bool) -> None:
@@ -199,11 +215,13 @@ def _build_policy(cfg: DictConfig, vocabulary):
         ) from err
 
 
-def _build_trainer(cfg: DictConfig, out: Path, run):
-    """The Lightning Trainer and its callbacks: iteration logging, checkpoints, progress bar."""
+def _build_trainer(cfg: DictConfig, out: Path, open_run):
+    """The Lightning Trainer and its callbacks: iteration logging (it calls ``open_run()`` on global rank 0 when
+    training starts), checkpoints, progress line."""
     import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+    from lightning.pytorch.callbacks import ModelCheckpoint
 
+    from gigpo_lab.progress import ProgressLine
     from gigpo_lab.tracking.callback import IterationLogger
     from gigpo_lab.training.checkpointing import AtomicCheckpointIO, ExceptionCheckpoint
 
@@ -212,7 +230,7 @@ def _build_trainer(cfg: DictConfig, out: Path, run):
     # trainer.target_kl skips the rest of an iteration's steps by returning None from training_step, on purpose
     warnings.filterwarnings("ignore", message=r"`training_step` returned `None`", category=UserWarning)
     ckpt_dir = out / "checkpoints"
-    logger_cb = IterationLogger(run)
+    logger_cb = IterationLogger(open_run=open_run)
     callbacks = [
         logger_cb,
         ModelCheckpoint(
@@ -226,8 +244,8 @@ def _build_trainer(cfg: DictConfig, out: Path, run):
         ),
         ExceptionCheckpoint(ckpt_dir),
     ]
-    if cfg.trainer.progress_bar:
-        callbacks.append(RichProgressBar())
+    if cfg.trainer.progress_bar and not _in_sweep():  # a sweep's parallel jobs would interleave their lines
+        callbacks.append(ProgressLine(logger_cb, cfg.trainer.iterations))
     trainer = L.Trainer(
         max_epochs=cfg.trainer.iterations,
         accelerator=cfg.trainer.accelerator,
@@ -239,7 +257,7 @@ def _build_trainer(cfg: DictConfig, out: Path, run):
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],  # a checkpoint file is whole or absent (full disk, SIGKILL)
         logger=False,
-        enable_progress_bar=bool(cfg.trainer.progress_bar),
+        enable_progress_bar=False,  # ProgressLine instead: 1-based iterations, one line within 100 columns
         enable_model_summary=False,
         num_sanity_val_steps=0,
         default_root_dir=str(out),
@@ -254,50 +272,90 @@ def _strategy(node):
     return instantiate(node) if OmegaConf.is_config(node) else node
 
 
-def _print_summary(metrics: dict[str, float], uri: str, run_id: str, ckpt_dir: Path) -> None:
-    """The end-of-run summary for the terminal (user output, not diagnostics)."""
-    from rich.console import Console
-
-    keys = (
-        "eval/success_rate",
-        "eval/return",
-        "eval/length",
-        "rollout/success_rate",
-        "rollout/env_steps_total",
-    )
-    lines = [f"  {k:<26} {metrics[k]:.4g}" for k in keys if k in metrics]
-    lines.append(f"  {'time/wall_s':<26} {metrics['time/wall_s']:.1f}")
-    Console(stderr=True, soft_wrap=True).print(
-        "[bold]gigpo-lab: run finished[/bold]\n"
-        + "\n".join(lines)
-        + f"\n  MLflow store: {uri}  (run {run_id})\n  checkpoints:  {ckpt_dir}\n"
-        f"  open the UI:  gigpo-lab ui --store {uri}"
-    )
-
-
 def _hydra_entry(cfg: DictConfig) -> float | None:
     """One Hydra job. In a multirun a failing job is logged (its MLflow run says FAILED) and the sweep goes
     on; the sweep callback then exits non-zero after the last job."""
     from hydra.core.hydra_config import HydraConfig
 
+    sys.argv = list(_LAUNCH_ARGV) or sys.argv  # Lightning relaunches the other ranks from this command line
+    verbose = bool(cfg.get("verbose", False))
+    configure_output(verbose)  # again here: joblib's workers are fresh processes
     try:
         metrics = train(cfg)
-    except Exception:
-        if str(HydraConfig.get().mode) != "RunMode.MULTIRUN":
-            raise
-        logging.getLogger("gigpo_lab.train").exception("job %s failed", HydraConfig.get().job.num)
+    except Exception as err:
+        if not _in_sweep():
+            _JOB_ERROR.append(err)  # ``main`` reports it (Hydra would print its own banner first)
+            return None
+        if verbose:
+            logging.getLogger("gigpo_lab.train").exception("job %s failed", HydraConfig.get().job.num)
+        print_job_line(cfg, HydraConfig.get().job.num, None, err)
         return None
+    if _in_sweep() and is_launch_rank_zero():
+        print_job_line(cfg, HydraConfig.get().job.num, metrics)
     return metrics.get("eval/success_rate")
 
 
+#: The command line this process was started with (``gigpo-lab train …`` keeps its ``train``). Hydra parses
+#: its own argv (the overrides alone); the job puts this one back, because DDP's relaunch of the other ranks
+#: re-runs ``sys.argv``, and every rank must enter through the same sub-command.
+_LAUNCH_ARGV: list[str] = []
+#: The error of a single run's job, raised again by ``main`` once Hydra has returned.
+_JOB_ERROR: list[Exception] = []
+#: Set (with HYDRA_FULL_ERROR=1) when ``main`` asked Hydra to re-raise, not the user: processes started from
+#: this one (DDP's other ranks, joblib workers) inherit both and still report errors in one line.
+_OWN_FULL_ERROR = "GIGPO_LAB_OWN_FULL_ERROR"
+
+
+def _verbose(args: list[str]) -> bool:
+    """``verbose=true`` among the overrides (read before Hydra composes: it chooses Hydra's logging)."""
+    return any(re.fullmatch(r"\+*verbose=(true|True|1|yes)", a) for a in args)
+
+
+def _wants_traceback(args: list[str]) -> bool:
+    """``verbose=true``, or the user's own ``HYDRA_FULL_ERROR=1``."""
+    user_full = os.environ.get("HYDRA_FULL_ERROR") == "1" and os.environ.get(_OWN_FULL_ERROR) != "1"
+    return _verbose(args) or user_full
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``gigpo-lab train [overrides…]``: Hydra's CLI over ``train`` (``-m`` for multirun)."""
+    """``gigpo-lab train [overrides…]``: Hydra's CLI over ``train`` (``-m`` for multirun).
+
+    A config mistake prints one or two lines that name the key and exits 2 before anything is written; any
+    other failure prints one line and exits 1 (``verbose=true`` or ``HYDRA_FULL_ERROR=1``: the traceback).
+    A sweep whose launcher dies ends its MLflow parent run FAILED with the reason.
+    """
+    from gigpo_lab.cli_errors import explain
+    from gigpo_lab.tracking.sweep import FAILED_SWEEPS, fail_open_sweeps
+
     args = sys.argv[1:] if argv is None else list(argv)
     register_schemas()
+    register_help_resolver()
+    _LAUNCH_ARGV[:] = sys.argv
     sys.argv = [sys.argv[0], *args]
-    hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
-    from gigpo_lab.tracking.sweep import FAILED_SWEEPS
-
+    traceback_wanted = _wants_traceback(args)
+    configure_output(_verbose(args))
+    if _verbose(args):  # Hydra's own logging configs: every INFO line on the console
+        sys.argv += ["hydra/hydra_logging=default", "hydra/job_logging=default"]
+    saved = {k: os.environ.get(k) for k in ("HYDRA_FULL_ERROR", _OWN_FULL_ERROR)}
+    if os.environ.get("HYDRA_FULL_ERROR") != "1":  # Hydra re-raises instead of printing its own report
+        os.environ.update({"HYDRA_FULL_ERROR": "1", _OWN_FULL_ERROR: "1"})
+    try:
+        hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
+        if _JOB_ERROR:
+            raise _JOB_ERROR.pop()
+    except BaseException as err:
+        fail_open_sweeps(err)
+        if traceback_wanted or isinstance(err, SystemExit | KeyboardInterrupt):
+            raise
+        code, message = explain(err)
+        sys.stderr.write(message + "\n")
+        sys.exit(code)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     if FAILED_SWEEPS:
         sys.stderr.write("\n".join(FAILED_SWEEPS) + "\n")
         sys.exit(1)

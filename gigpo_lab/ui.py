@@ -78,11 +78,21 @@ def _stop_child(child: subprocess.Popen, grace_s: float = 15.0) -> None:
             continue
 
 
+#: uvicorn's own flags: no access log (a line per HTTP request) and no start-up INFO lines.
+QUIET_UVICORN = "--no-access-log --log-level warning"
+#: Python's -W filter for the one warning every start printed: MLflow 3.17 imports Starlette's deprecated
+#: WSGI middleware (nothing the user can act on).
+QUIET_WARNINGS = "ignore:starlette.middleware.wsgi is deprecated"
+
+
 def _child_env() -> dict[str, str]:
     """The server's environment: MLflow's job runner (LLM-judge and trace jobs, seven huey worker
-    processes that also slow the shutdown) is off unless the user set ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION``."""
+    processes that also slow the shutdown) is off unless the user set ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION``;
+    MLflow's INFO lines and the Starlette deprecation warning are silenced unless the user set their own."""
     env = dict(os.environ)
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    env.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    env["PYTHONWARNINGS"] = ",".join(w for w in (env.get("PYTHONWARNINGS"), QUIET_WARNINGS) if w)
     return env
 
 
@@ -119,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     if port_in_use(args.host, args.port):
         _err(f"[red]gigpo-lab ui:[/red] port {args.port} on {args.host} is in use; pass --port <a free port>")
         return 1
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store]
-    cmd += ["--host", args.host, "--port", str(args.port), "--workers", "1"]
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store, "--registry-store-uri", store]
+    cmd += ["--host", args.host, "--port", str(args.port), "--workers", "1", "--uvicorn-opts", QUIET_UVICORN]
 
     def _on_signal(signum, frame):
         raise _Stop(signal.Signals(signum).name)

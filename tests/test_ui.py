@@ -95,6 +95,11 @@ def test_ui_serves_the_sweep_on_loopback_and_stops_cleanly_on_sigint(tmp_path, t
             ("grpo", "1"),
         ]
         assert by_api[sweep.parent_run_id]["gigpo_lab.role"] == "sweep-parent"
+        # the URL and little else: no access log line per request, no INFO lines, no Starlette warning
+        said = err.read_text()
+        for noise in ('"GET ', "INFO", "StarletteDeprecationWarning", "Registry store URI"):
+            assert noise not in said, said
+        assert len(said.splitlines()) <= 3, said
 
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0

@@ -7,6 +7,7 @@ metrics are written before the checkpoint that follows it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import lightning as L
 
@@ -18,21 +19,30 @@ class IterationLogger(L.Callback):
     """Finish each iteration on the module and write its queued metrics and samples in one batch.
 
     Args:
-        tracker: the run's writer: a ``BufferedRun`` (what ``train`` passes: buffers while the store is
-            unreachable, never writes a metric point twice), an ``MlflowTracker``, or None to keep metrics in
-            memory only.
+        tracker: the run's writer: a ``BufferedRun`` (buffers while the store is unreachable, never writes a
+            metric point twice), an ``MlflowTracker``, or None to keep metrics in memory only.
+        open_run: what ``train`` passes instead: called once on global rank 0 when training starts (after
+            every rank is up, so a launch that dies first leaves no run behind); returns the writer.
     """
 
-    def __init__(self, tracker: BufferedRun | MlflowTracker | None) -> None:
+    def __init__(
+        self,
+        tracker: BufferedRun | MlflowTracker | None = None,
+        open_run: Callable[[], BufferedRun] | None = None,
+    ) -> None:
         self.tracker = tracker
+        self.open_run = open_run
         #: every (step, metrics) written, in order; ``train()`` returns the last values from it.
         self.history: list[tuple[int, dict[str, float]]] = []
 
     def on_fit_start(self, trainer: L.Trainer, pl_module) -> None:
         """One job, one MLflow run: on any rank but global rank 0 keep metrics in memory only (this also covers
-        strategies that copy the callback into spawned workers)."""
+        strategies that copy the callback into spawned workers); on rank 0 open the run if asked to."""
         if not trainer.is_global_zero:
             self.tracker = None
+        elif self.open_run is not None:
+            self.tracker, self.open_run = self.open_run(), None
+            pl_module.mlflow_run_id = self.tracker.run_id
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module) -> None:
         pl_module.finish_iteration()

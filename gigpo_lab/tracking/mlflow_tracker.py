@@ -33,6 +33,11 @@ SECRET_WORDS = frozenset(
     {"token", "password", "passwd", "secret", "credential", "credentials", "apikey", "key", "auth"}
 )
 REDACTED = "***"
+#: The experiment tag MLflow 3's UI reads to choose its layout, and the value it writes for "custom model
+#: development" (the ``ExperimentKind`` enum of MLflow 3.17's UI; ``genai_development`` opens on traces).
+EXPERIMENT_KIND_TAG, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
+#: The run tag MLflow's UI shows as the run's description (markdown).
+NOTE_TAG = "mlflow.note.content"
 
 
 def default_tracking_uri(root: str | os.PathLike | None = None) -> str:
@@ -104,7 +109,7 @@ class MlflowTracker:
     Args:
         uri: tracking URI (``sqlite:///…/mlflow.db`` or ``http://host:port``).
         experiment: experiment name; created if absent.
-        run_name: the run's display name (e.g. ``gigpo-w1.0-frozenlake-s0``).
+        run_name: the run's display name (e.g. ``gigpo-w1-s0-frozenlake``).
         tags: tags set at start (estimator, env, model, seed, git commit, sweep id, …).
         run_id: continue this run instead of creating one.
         parent_run_id: make the new run a nested child of this run (sweeps).
@@ -143,6 +148,21 @@ class MlflowTracker:
                 f"the MLflow store {self.uri!r} cannot be reached ({type(err).__name__}: {err}); "
                 "start the server or fix tracking.uri (default: sqlite:///<cwd>/mlflow.db)"
             ) from err
+        if self.run_id is not None:
+            self._check_run_exists()
+
+    def _check_run_exists(self) -> None:
+        """A resumed run must be in this store (reading only, so a refusal writes nothing)."""
+        try:
+            with http_limits(self.uri, CHECK_RETRIES, CHECK_TIMEOUT_S, override=True):
+                self.client.get_run(self.run_id)
+        except Exception as err:
+            if getattr(err, "error_code", None) != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            raise RuntimeError(
+                f"the checkpoint's MLflow run {self.run_id} is not in the store {self.uri!r}; resume with "
+                "the tracking.uri of the run that wrote the checkpoint"
+            ) from err
 
     def start(self) -> str:
         """Create (or reopen, when ``run_id`` is set) the run and return its id."""
@@ -161,8 +181,7 @@ class MlflowTracker:
                     "the tracking.uri of the run that wrote the checkpoint"
                 ) from err
             return self.run_id
-        exp = client.get_experiment_by_name(self.experiment)
-        exp_id = exp.experiment_id if exp is not None else client.create_experiment(self.experiment)
+        exp_id = self._experiment_id()
         tags = dict(self.tags)
         if self.parent_run_id:
             tags["mlflow.parentRunId"] = self.parent_run_id
@@ -171,6 +190,17 @@ class MlflowTracker:
         if tags:
             client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
         return self.run_id
+
+    def _experiment_id(self) -> str:
+        """The experiment's id; created (or, made by an older lab, tagged) as a model-training experiment, so
+        that MLflow 3's UI opens it on the runs table, not on the GenAI traces overview."""
+        client = self.client
+        exp = client.get_experiment_by_name(self.experiment)
+        if exp is None:
+            return client.create_experiment(self.experiment, tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})
+        if EXPERIMENT_KIND_TAG not in exp.tags:
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
+        return exp.experiment_id
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Log params in batches of MLflow's limit (100 a request)."""

@@ -18,6 +18,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from gigpo_lab.tracking.mlflow_tracker import NOTE_TAG
+
 PARENT_ENV = "GIGPO_LAB_PARENT_RUN_ID"
 SWEEP_ENV = "GIGPO_LAB_SWEEP_ID"
 ROLE_TAG = "gigpo_lab.role"
@@ -27,11 +29,19 @@ log = logging.getLogger(__name__)
 #: Failure messages of the sweeps this process ran. Hydra 1.3 turns an exception raised in a callback into a
 #: warning, so ``gigpo_lab.train.main`` reads this after Hydra returns and exits non-zero.
 FAILED_SWEEPS: list[str] = []
+#: Parent runs this process opened and has not closed yet (``fail_open_sweeps`` ends them if the launch dies).
+OPEN_PARENTS: list = []
 
 
 def sweep_context() -> tuple[str | None, str | None]:
     """``(parent_run_id, sweep_id)`` when this process is a job of a tracked sweep, else ``(None, None)``."""
     return os.environ.get(PARENT_ENV), os.environ.get(SWEEP_ENV)
+
+
+def _default_uri() -> str:
+    from gigpo_lab.tracking.mlflow_tracker import default_tracking_uri
+
+    return default_tracking_uri()
 
 
 def _tracker(config: DictConfig, **kwargs: Any):
@@ -54,17 +64,29 @@ class MlflowSweepCallback(Callback):
         params = {k: str(v) for k, v in (config.hydra.sweeper.get("params") or {}).items()}
         overrides = " ".join(config.hydra.overrides.task)
         tags = {ROLE_TAG: "sweep-parent", "sweep_id": sweep_id, "sweep": label, "sweep_overrides": overrides}
-        self.tracker = _tracker(config, run_name=sweep_id, tags=tags)
+        uri = config.tracking.uri or _default_uri()
+        tags[NOTE_TAG] = (  # the run's description in MLflow's UI
+            f"Sweep `{label}`: one child run per job.\n\n```\ngigpo-lab train {overrides}\n```\n\n"
+            f"Compare the jobs (IQM, CIs, plots):\n\n```\ngigpo-lab compare --sweep-id {sweep_id} "
+            f"--store {uri}\n```\n"
+        )
+        # a short display name (the UI's name column is narrow); the full id is the sweep_id tag
+        self.tracker = _tracker(config, run_name=f"{label} {time.strftime('%H:%M')}", tags=tags)
         self.tracker.check_reachable()
         run_id = self.tracker.start()
+        OPEN_PARENTS.append(self.tracker)
         if params:
             self.tracker.log_params({f"sweep.{k}": v for k, v in params.items()})
         os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = run_id, sweep_id
         log.info("MLflow sweep parent run %s (sweep id %s)", run_id, sweep_id)
+        from gigpo_lab.console import print_sweep_header
+
+        print_sweep_header(sweep_id, overrides, self.tracker.uri, str(config.hydra.sweep.dir))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if self.tracker is None:
+        if self.tracker is None or self.tracker not in OPEN_PARENTS:
             return
+        OPEN_PARENTS.remove(self.tracker)
         sweep_id = os.environ.pop(SWEEP_ENV, None)
         os.environ.pop(PARENT_ENV, None)
         client = self.tracker.client
@@ -76,10 +98,26 @@ class MlflowSweepCallback(Callback):
         failed = sum(s != "FINISHED" for s in statuses)
         self.tracker.set_tags({"jobs": len(statuses), "jobs_failed": failed})
         self.tracker.end("FAILED" if failed else "FINISHED")
+        from gigpo_lab.console import print_sweep_summary
+
+        print_sweep_summary(sweep_id, len(statuses), failed, self.tracker.uri)
         if failed:
-            message = (
+            FAILED_SWEEPS.append(
                 f"{failed} of {len(statuses)} jobs of sweep {sweep_id} failed; the others finished. "
                 f"See `gigpo-lab compare --sweep-id {sweep_id}` and each failed run's log"
             )
-            log.error(message)
-            FAILED_SWEEPS.append(message)
+
+
+def fail_open_sweeps(err: BaseException) -> None:
+    """End every parent run still open in this process FAILED, with the reason in its ``error`` tag: the
+    launcher died before the jobs ran (e.g. ``hydra/launcher=slurm`` where there is no ``sbatch``), so Hydra
+    never calls ``on_multirun_end``. No run is ever left RUNNING."""
+    for env in (PARENT_ENV, SWEEP_ENV):
+        os.environ.pop(env, None)
+    while OPEN_PARENTS:
+        tracker = OPEN_PARENTS.pop()
+        try:
+            tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+            tracker.end("FAILED")
+        except Exception:  # the store went away too: nothing more can be recorded
+            log.exception("could not mark the sweep parent run %s FAILED", tracker.run_id)
