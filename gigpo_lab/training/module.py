@@ -186,7 +186,8 @@ class GiGPOModule(L.LightningModule):
         first = shard * self.groups
         seeds = [self.seed * 10_000_000 + first + b for b in range(self.groups)]
         batch, rollout = self.collector.collect(seeds, gen)
-        metrics.update(self._score(batch))
+        rollout.update(self._score(batch))
+        rollout.update(group_signal(batch.extras["returns"], batch.extras["traj_group"]))
         t1 = time.perf_counter()
         if self.reference is not None and self.loss_fn.kl_in_reward:
             batch.rewards = batch.rewards - self.loss_fn.reward_penalty(
@@ -203,7 +204,6 @@ class GiGPOModule(L.LightningModule):
         self.env_steps_total += int(env_steps)
         metrics.update(rollout)
         metrics.update(adv.metrics)
-        metrics.update(group_signal(batch.extras["returns"], batch.extras["traj_group"]))
         metrics.update(
             self.collapses.update(rollout["rollout/success_rate"], rollout["rollout/invalid_rate"])
         )
