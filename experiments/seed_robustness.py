@@ -157,7 +157,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", default="/tmp/seed_robustness", help="where the stores are written")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     parser.add_argument(
-        "--read-only", action="store_true", help="train nothing: summarise the finished seeds already under --root"
+        "--read-only",
+        action="store_true",
+        help="train nothing: summarise the finished seeds already under --root",
     )
     parser.add_argument("overrides", nargs="*", help="config overrides, after --")
     args = parser.parse_args(argv)
