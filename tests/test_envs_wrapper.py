@@ -140,3 +140,18 @@ def test_arbitrary_text_is_either_an_admissible_action_or_invalid(text):
         assert after["anchor"] == info["anchor"] and reward == 0.0
     else:
         assert after["action"] in info["admissible_actions"]
+
+
+def test_an_invalid_turn_pays_invalid_reward_and_leaves_the_state():
+    from gigpo_lab.envs import make_env
+
+    env = make_env(
+        "CliffWalking-v1", max_turns=5, invalid_reward=-1.0, action_names=["up", "right", "down", "left"]
+    )
+    obs, info = env.reset(seed=0)
+    after, reward, terminated, truncated, step_info = env.step("jump")
+    assert (after, reward, terminated, truncated) == (obs, -1.0, False, False)
+    assert step_info["invalid"] and step_info["anchor"] == info["anchor"]
+    default = make_env("CliffWalking-v1", max_turns=5)
+    default.reset(seed=0)
+    assert default.step("jump")[1] == 0.0  # the default: an invalid turn pays nothing

@@ -87,6 +87,7 @@ def make_env(
     max_turns: int,
     action_pattern: str = DEFAULT_ACTION_PATTERN,
     name: str | None = None,
+    invalid_reward: float = 0.0,
     **kwargs: Any,
 ) -> TextActionWrapper:
     """Make a text env that parses model text: ``gymnasium.make`` + :class:`TextActionWrapper`.
@@ -101,6 +102,7 @@ def make_env(
         action_pattern: regex with one capture group that extracts the action from the model's text.
         name: short env name for run names; stored as ``env.name`` and not passed to the env
             (default: the id's name, lower-cased, e.g. ``frozenlake``).
+        invalid_reward: the reward of an invalid turn (``TextActionWrapper``); default 0.
         **kwargs: the env's constructor arguments (see each env class).
 
     Raises:
@@ -121,4 +123,6 @@ def make_env(
     if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
         raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}.")
     env = gym.make(target, max_episode_steps=max_turns, **ctor_kwargs)
-    return TextActionWrapper(env, max_turns, action_pattern, name=name or spec.name.lower())
+    return TextActionWrapper(
+        env, max_turns, action_pattern, name=name or spec.name.lower(), invalid_reward=invalid_reward
+    )

@@ -8,7 +8,7 @@
 
 Matching ignores case and collapses runs of whitespace, so ``<action>LEFT</action>``, ``"  left "``
 and ``"Left"`` all mean ``left``. Anything else is **invalid**: the env is not stepped, the state does
-not change, the reward is 0 and ``info["invalid"]`` is True (``info["invalid_reason"]`` says
+not change, the reward is ``invalid_reward`` (default 0) and ``info["invalid"]`` is True (``info["invalid_reason"]`` says
 ``"unparsed"`` or ``"inadmissible"``). The invalid-action penalty is the estimator's job, not the env's.
 
 Every step, valid or not, counts once toward ``max_turns``; the step that reaches it is truncated.
@@ -44,6 +44,9 @@ class TextActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         action_pattern: a regex with exactly one capture group for the action (searched with
             IGNORECASE and DOTALL); default ``<action>(.*?)</action>``.
         name: a short env name for run names (default: the env id's name, lower-cased).
+        invalid_reward: the env reward of an invalid turn, which leaves the state unchanged (default 0.0). In
+            an env that charges every step (CliffWalking's -1), 0 would make invalid turns the cheapest way to
+            spend the episode; setting it to the step cost makes an invalid turn a wasted step.
     """
 
     def __init__(
@@ -52,10 +55,11 @@ class TextActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         max_turns: int,
         action_pattern: str = DEFAULT_ACTION_PATTERN,
         name: str | None = None,
+        invalid_reward: float = 0.0,
     ) -> None:
         # Recording the arguments lets ``env.spec.make()`` rebuild the wrapped env (check_env does).
         gym.utils.RecordConstructorArgs.__init__(
-            self, max_turns=max_turns, action_pattern=action_pattern, name=name
+            self, max_turns=max_turns, action_pattern=action_pattern, name=name, invalid_reward=invalid_reward
         )
         gym.Wrapper.__init__(self, env)
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
@@ -74,6 +78,7 @@ class TextActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             raise TypeError(f"{env.unwrapped} has no action_names; wrap a gigpo_lab text env.")
         self.action_index = {normalize_action(a): i for i, a in enumerate(names)}
         self.max_turns = max_turns
+        self.invalid_reward = float(invalid_reward)
         self.action_pattern = action_pattern
         self.name = name if name is not None else self._default_name()
         self.action_space = spaces.Text(max_length=4096, min_length=0, charset=string.printable)
@@ -116,7 +121,7 @@ class TextActionWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if chosen is None:
             info = self._remember(self._last_obs, self._last_info, invalid=True, reason=reason, action="")
             info["success"] = False
-            return self._last_obs, 0.0, False, at_limit, info
+            return self._last_obs, self.invalid_reward, False, at_limit, info
         obs, reward, terminated, truncated, info = self.env.step(self.action_index[normalize_action(chosen)])
         info = self._remember(obs, info, invalid=bool(info.get("invalid", False)), reason="", action=chosen)
         return obs, float(reward), bool(terminated), bool(truncated) or at_limit, info
