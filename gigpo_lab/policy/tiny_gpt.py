@@ -15,6 +15,10 @@ from torch import nn
 from gigpo_lab.policy.base import position_ids_from_mask
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]
+#: The fewest kept rows (N * logits_to_keep) for which the last block computes only the kept positions. BLAS
+#: picks its kernels by matrix shape, and very small row counts take others (MKL: fewer than 4 rows), which
+#: round differently; from 8 rows on a row's numbers do not depend on the row count.
+MIN_KEPT_ROWS = 8
 
 
 class CausalSelfAttention(nn.Module):
@@ -41,6 +45,13 @@ class CausalSelfAttention(nn.Module):
         self, x: torch.Tensor, allowed: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """x (N, T, D); allowed (N, 1, T, S+T) bool; past keys/values (N, H, S, D/H) or None."""
+        out, kv = self.attend(x, allowed, past)
+        return self.proj(out), kv
+
+    def attend(
+        self, x: torch.Tensor, allowed: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """The heads' outputs (N, T, D) before the output projection, and the keys/values (N, H, S+T, D/H)."""
         n, t, d = x.shape
         q, k, v = self.qkv(x).view(n, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
         q, k = self.q_norm(q), self.k_norm(k)  # (N, H, T, D/H) each; identity without qk_norm
@@ -48,7 +59,7 @@ class CausalSelfAttention(nn.Module):
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
-        return self.proj(out.transpose(1, 2).reshape(n, t, d)), (k, v)
+        return out.transpose(1, 2).reshape(n, t, d), (k, v)
 
 
 class Block(nn.Module):
@@ -66,6 +77,54 @@ class Block(nn.Module):
         x = x + attn_out
         return x + self.mlp(self.ln2(x)), kv
 
+    def forward_last(self, x, allowed, past, keep: int):
+        """``forward`` whose output is wanted at the last ``keep`` positions only: x (N, T, D) -> (N, keep, D).
+
+        The keys and values (every position's) and the attention are computed in full; the output projection,
+        ``ln2`` and the MLP, which act on each position alone, only at the kept positions. Same bits as
+        ``forward(...)[0][:, -keep:]``, gradients included: the row-wise ops give each row the bits it has in
+        the full batch (BLAS kernels do not depend on the row count from ``MIN_KEPT_ROWS`` rows on), and the
+        parameter gradients, which sum over rows, are summed over all N*T rows with zero rows where the full
+        layer's rows get zero gradient (``_KeptRowsLinear``; ``ln2`` runs on zero-padded rows), so they add
+        the same terms in the same order.
+        """
+        n, t, d = x.shape
+        out, kv = self.attn.attend(self.ln1(x), allowed, past)
+        index = (
+            torch.arange(n, device=x.device)[:, None] * t + torch.arange(t - keep, t, device=x.device)
+        ).view(-1)
+        proj, up, down = self.attn.proj, self.mlp[0], self.mlp[2]
+        x = x[:, -keep:] + _KeptRowsLinear.apply(
+            out[:, -keep:].reshape(-1, d), proj.weight, proj.bias, index, n * t
+        ).view(n, keep, d)
+        padded = torch.cat([x.new_zeros(n, t - keep, d), x], dim=1)
+        h = self.ln2(padded)[:, -keep:].reshape(-1, d)
+        h = self.mlp[1](_KeptRowsLinear.apply(h, up.weight, up.bias, index, n * t))
+        return x + _KeptRowsLinear.apply(h, down.weight, down.bias, index, n * t).view(n, keep, d), kv
+
+
+class _KeptRowsLinear(torch.autograd.Function):
+    """``F.linear`` on K kept rows (K, in) of a layer input of ``rows`` rows, whose other rows get zero gradient.
+
+    Backward: the input gradient of the kept rows (K, in), and the weight and bias gradients summed over all
+    ``rows`` rows as the full layer's ``addmm`` backward sums them (the kept rows at ``index``, zeros
+    elsewhere), so that they have the full layer's bits.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, index, rows):
+        ctx.save_for_backward(x, weight, index)
+        ctx.rows = rows
+        return F.linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, index = ctx.saved_tensors
+        grad = grad.contiguous()
+        full_grad = grad.new_zeros(ctx.rows, grad.shape[1]).index_copy_(0, index, grad)
+        full_x = x.new_zeros(ctx.rows, x.shape[1]).index_copy_(0, index, x)
+        return grad.mm(weight), full_grad.t().mm(full_x), full_grad.sum(0), None, None
+
 
 class TinyGPT(nn.Module):
     """Token + learned position embeddings, ``n_layers`` blocks, a final LayerNorm and a tied output head.
@@ -75,6 +134,10 @@ class TinyGPT(nn.Module):
         max_seq_len: the largest position (prompt + response) the model can see.
         qk_norm: layer-normalise each head's queries and keys (see ``CausalSelfAttention``).
     """
+
+    #: Compute the last block only at the positions whose logits are kept (``Block.forward_last``); False runs
+    #: every position (the same bits, slower; tests compare the two).
+    prune_last_block = True
 
     def __init__(
         self,
@@ -128,9 +191,16 @@ class TinyGPT(nn.Module):
         allowed = allowed | (key_index == query_index)
         x = self.tok_emb(input_ids) + self.pos_emb(positions)
         cache: KVCache = []
+        last = len(self.blocks) - 1 if self.prune_last_block and 0 < logits_to_keep < t else -1
+        if n * logits_to_keep < MIN_KEPT_ROWS:
+            last = -1
         for i, block in enumerate(self.blocks):
-            x, kv = block(x, allowed, None if past is None else past[i])
+            layer_past = None if past is None else past[i]
+            if i == last:  # only the kept positions' outputs are read: the last block computes just those
+                x, kv = block.forward_last(x, allowed, layer_past, logits_to_keep)
+            else:
+                x, kv = block(x, allowed, layer_past)
             cache.append(kv)
-        if logits_to_keep:
+        if logits_to_keep and last < 0:
             x = x[:, -logits_to_keep:]
         return F.linear(self.ln_f(x), self.tok_emb.weight), cache
