@@ -40,3 +40,19 @@ def test_shared_prefill_matches_the_plain_prefill(prefix, suffixes, picks):
         after, _ = POLICY.forward_logits(token, torch.cat([shared_mask, step], 1), cache)
         after_plain, _ = POLICY.forward_logits(token, torch.cat([mask, step], 1), plain_cache)
     torch.testing.assert_close(after, after_plain, atol=1e-5, rtol=0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    prefix=st.lists(st.integers(6, 35), max_size=8),
+    suffixes=st.lists(st.lists(st.integers(6, 35), min_size=1, max_size=6), min_size=1, max_size=4),
+    picks=st.lists(st.integers(0, 3), min_size=1, max_size=12),
+)
+def test_a_prefill_without_cache_gives_the_same_logits_and_mask(prefix, suffixes, picks):
+    """keep_cache=False (a one-token response): the very logits and mask, no cache copied out."""
+    ids, mask = left_pad([prefix + suffixes[p % len(suffixes)] for p in picks], POLICY.tokenizer.pad_id)
+    with torch.no_grad():
+        logits, _, shared_mask = shared_prefill(POLICY, ids, mask)
+        bare_logits, cache, bare_mask = shared_prefill(POLICY, ids, mask, keep_cache=False)
+    assert cache is None
+    assert torch.equal(bare_logits, logits) and torch.equal(bare_mask, shared_mask)

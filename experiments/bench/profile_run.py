@@ -1,7 +1,8 @@
 """Where one training run's time goes: wall seconds per phase, from timers wrapped around the lab's functions.
 
 Runs ``gigpo_lab.train.main`` in this process (pass Hydra overrides as arguments; one thread and no progress
-bar are added) with timers around the phases, then prints a table. Times are inclusive: an indented row is
+bar are added) with timers around the phases, then prints a table of wall and CPU seconds (on a shared
+machine the CPU seconds are the steadier figure). Times are inclusive: an indented row is
 part of the row above it. "other" rows are the parent minus its listed children (Lightning's loop, the
 closure, Python glue). No numerics change: the wrappers only read the clock.
 
@@ -19,7 +20,9 @@ import time
 from collections import defaultdict
 
 START = time.perf_counter()
+START_CPU = time.process_time()
 TOTALS: dict[str, float] = defaultdict(float)
+CPU: dict[str, float] = defaultdict(float)
 CALLS: dict[str, int] = defaultdict(int)
 MARKS: dict[str, float] = {}
 
@@ -30,11 +33,12 @@ def timed(owner, attr: str, name: str) -> None:
 
     @functools.wraps(inner)
     def wrapper(*args, **kwargs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return inner(*args, **kwargs)
         finally:
             TOTALS[name] += time.perf_counter() - t0
+            CPU[name] += time.process_time() - c0
             CALLS[name] += 1
 
     setattr(owner, attr, wrapper)
@@ -57,6 +61,7 @@ def install() -> None:
     from gigpo_lab.training.module import GiGPOModule
 
     MARKS["imports"] = time.perf_counter() - START
+    MARKS["imports_cpu"] = time.process_time() - START_CPU
     timed(train, "train", "train()")
     timed(train, "_open_run", "mlflow: open run (store, params)")
     timed(train, "_build_module", "build envs, policy, engine")
@@ -109,32 +114,38 @@ ROWS = (
 )
 
 
-def report(total: float) -> None:
-    print(f"\n{'phase':<58} {'wall s':>8} {'share':>6} {'calls':>6}")
+INNER = (
+    "prepare_iteration",
+    "update: forward + loss",
+    "update: backward",
+    "update: AdamW math",
+    "update: grad norm",
+    "update: clip",
+    "mlflow: iteration metrics + samples",
+    "checkpoints",
+)
+
+
+def report(total: float, total_cpu: float) -> None:
+    """The table: wall and CPU seconds per phase, the CPU share, and the calls."""
+    print(f"\n{'phase':<54} {'wall s':>8} {'cpu s':>8} {'cpu %':>6} {'calls':>6}")
+
+    def row(label: str, wall: float, cpu: float, calls: int | str = "") -> None:
+        print(f"{label:<54} {wall:8.2f} {cpu:8.2f} {cpu / total_cpu:6.1%} {calls:>6}")
+
     for name, mark, depth in ROWS:
-        value = MARKS[mark] if mark else TOTALS.get(name, 0.0)
-        label = "  " * depth + name
-        print(f"{label:<58} {value:8.2f} {value / total:6.1%} {CALLS.get(name, 1) if not mark else 1:6d}")
-    fit = TOTALS["Trainer.fit"]
-    inner = sum(
-        TOTALS[k]
-        for k in (
-            "prepare_iteration",
-            "update: forward + loss",
-            "update: backward",
-            "update: AdamW math",
-            "update: grad norm",
-            "update: clip",
-            "mlflow: iteration metrics + samples",
-            "checkpoints",
-        )
+        if mark:
+            row(name, MARKS[mark], MARKS[mark + "_cpu"], 1)
+        else:
+            row("  " * depth + name, TOTALS.get(name, 0.0), CPU.get(name, 0.0), CALLS.get(name, 0))
+    glue = [m["Trainer.fit"] - sum(m[k] for k in INNER) for m in (TOTALS, CPU)]
+    row("  Lightning loop + glue (fit minus the rows above)", *glue)
+    row(
+        "hydra compose, teardown, rest",
+        total - MARKS["imports"] - TOTALS["train()"],
+        total_cpu - MARKS["imports_cpu"] - CPU["train()"],
     )
-    print(
-        f"{'  Lightning loop + glue (fit minus the rows above)':<58} {fit - inner:8.2f} {(fit - inner) / total:6.1%}"
-    )
-    rest = total - MARKS["imports"] - TOTALS["train()"]
-    print(f"{'hydra compose, teardown, rest':<58} {rest:8.2f} {rest / total:6.1%}")
-    print(f"{'total (process)':<58} {total:8.2f}")
+    row("total (process)", total, total_cpu)
 
 
 def main() -> None:
@@ -145,7 +156,7 @@ def main() -> None:
     try:
         train.main(args)
     finally:
-        report(time.perf_counter() - START)
+        report(time.perf_counter() - START, time.process_time() - START_CPU)
 
 
 if __name__ == "__main__":

@@ -34,13 +34,19 @@ def common_prefix_length(ids: torch.Tensor, lengths: torch.Tensor) -> int:
 
 
 def shared_prefill(
-    policy: Policy, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, min_prefix: int = 1
+    policy: Policy,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    min_prefix: int = 1,
+    keep_cache: bool = True,
 ) -> tuple[torch.Tensor, Any, torch.Tensor]:
     """Fill the cache for N prompts.
 
     Args:
         prompt_ids: (N, P) int64, left-padded. prompt_mask: (N, P) bool.
         min_prefix: the shortest common prefix worth a separate forward.
+        keep_cache: False when no token follows (a one-token response): the cache is not copied out to the
+            N rows and None is returned in its place.
     Returns:
         logits (N, V) of each prompt's next token, the cache (N rows), and the attention mask (N, S) bool over
         the cached tokens, to extend with the generated ones.
@@ -69,7 +75,10 @@ def shared_prefill(
         logits, cache = policy.forward_logits(ids[:, -suffix_width:], mask, cache, logits_to_keep=1)
     else:
         logits, cache = policy.forward_logits(ids, mask, None, logits_to_keep=1)
-    if inverse is not None:
+    if not keep_cache:
+        cache = None
+    elif inverse is not None:
         cache = policy.select_cache(cache, inverse)
+    if inverse is not None:
         logits, mask = logits[inverse], mask[inverse]
     return logits[:, -1], cache, mask

@@ -90,7 +90,7 @@ class TorchEngine:
         try:
             ids, mask = prompt_ids.to(device), prompt_mask.to(device=device, dtype=torch.bool)
             if self.share_prefill:
-                logits, cache, mask = shared_prefill(policy, ids, mask)
+                logits, cache, mask = shared_prefill(policy, ids, mask, keep_cache=budget > 1)
             else:
                 logits, cache = policy.forward_logits(ids, mask, None, logits_to_keep=1)
                 logits = logits[:, -1]
