@@ -32,10 +32,12 @@ def rows(n: int, p: int, r: int, vocab: int, g: torch.Generator):
     return prompt_ids, prompt_mask, response_ids, response_mask
 
 
-def train_steps(prune: bool, n: int, p: int, r: int, d_model: int, seed: int) -> list[torch.Tensor]:
+def train_steps(
+    prune: bool, n: int, p: int, r: int, d_model: int, seed: int, qk_norm: bool = False
+) -> list[torch.Tensor]:
     """Three AdamW steps of a weighted log-prob + entropy loss; every log-prob, gradient and weight seen."""
     TinyGPT.prune_last_block = prune
-    policy = build_tiny_policy(VOCAB, d_model=d_model, n_heads=4, max_seq_len=64, seed=seed)
+    policy = build_tiny_policy(VOCAB, d_model=d_model, n_heads=4, max_seq_len=64, seed=seed, qk_norm=qk_norm)
     opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(seed)
     seen: list[torch.Tensor] = []
@@ -57,10 +59,11 @@ def train_steps(prune: bool, n: int, p: int, r: int, d_model: int, seed: int) ->
     r=st.integers(1, 3),
     d_model=st.sampled_from([32, 128]),
     seed=st.integers(0, 1000),
+    qk_norm=st.booleans(),
 )
-def test_pruned_last_block_trains_bit_for_bit(n, p, r, d_model, seed):
-    full = train_steps(False, n, p, r, d_model, seed)
-    pruned = train_steps(True, n, p, r, d_model, seed)
+def test_pruned_last_block_trains_bit_for_bit(n, p, r, d_model, seed, qk_norm):
+    full = train_steps(False, n, p, r, d_model, seed, qk_norm)
+    pruned = train_steps(True, n, p, r, d_model, seed, qk_norm)
     assert len(full) == len(pruned)
     assert all(torch.equal(a, b) for a, b in zip(full, pruned, strict=True))
 

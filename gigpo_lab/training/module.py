@@ -272,11 +272,14 @@ class GiGPOModule(L.LightningModule):
             self._kl_stopped = True  # this step and the rest of the iteration are skipped
             self._train_stats["train/steps_taken"][-1] = 0.0
             return None
-        self.log("iter", float(self.current_epoch), prog_bar=True, logger=False)
-        self.log(
-            "succ", self._iter_metrics.get("rollout/success_rate", math.nan), prog_bar=True, logger=False
-        )
-        self.log("tok/s", self._iter_metrics.get("perf/tokens_per_s", math.nan), prog_bar=True, logger=False)
+        if self.trainer.progress_bar_callback is not None:  # the bar's values; nothing else reads them
+            self.log("iter", float(self.current_epoch), prog_bar=True, logger=False)
+            self.log(
+                "succ", self._iter_metrics.get("rollout/success_rate", math.nan), prog_bar=True, logger=False
+            )
+            self.log(
+                "tok/s", self._iter_metrics.get("perf/tokens_per_s", math.nan), prog_bar=True, logger=False
+            )
         return out.loss
 
     def on_before_optimizer_step(self, optimizer) -> None:
