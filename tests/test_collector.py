@@ -166,7 +166,13 @@ def test_evaluate_runs_one_env_per_seed(policy):
     collector = Collector(frozenlake, policy, build_torch_engine(policy), groups=1, group_size=2)
     a = collector.evaluate(range(5), torch.Generator().manual_seed(0))
     b = collector.evaluate(range(5), torch.Generator().manual_seed(1))
-    assert set(a) == {"eval/success_rate", "eval/return", "eval/length", "eval/env_errors"}
+    assert set(a) == {
+        "eval/success_rate",
+        "eval/return",
+        "eval/length",
+        "eval/env_errors",
+        "eval/revisit_rate",
+    }
     assert a == b, "greedy evaluation does not depend on the generator"
     assert len(collector.eval_envs) == 5 and 1 <= a["eval/length"] <= MAX_TURNS
 
