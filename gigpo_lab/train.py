@@ -196,6 +196,7 @@ def _build_module(cfg: DictConfig):
         max_env_steps=cfg.trainer.max_env_steps,
         logprob_temperature=cfg.rollout.temperature,
         target_kl=cfg.trainer.target_kl,
+        distinct_rows=cfg.trainer.distinct_rows,
     )
 
 

@@ -25,6 +25,7 @@ from gigpo_lab.diagnostics import CollapseCounter, group_signal, logprob_gap, to
 from gigpo_lab.distributed import across_ranks
 from gigpo_lab.policy.base import score_unique_rows
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
+from gigpo_lab.training.distinct_rows import distinct_rows_logprobs
 from gigpo_lab.training.loss import PolicyLoss
 
 #: Seeds of held-out evaluation episodes start here; training seeds stay below it.
@@ -34,6 +35,11 @@ EVAL_SEED_BASE = 1_000_000_000
 def iteration_seed(seed: int, iteration: int) -> int:
     """A per-iteration RNG seed, so that a resumed run draws exactly what an uninterrupted one draws."""
     return (seed * 1_000_003 + iteration * 7_919 + 17) % (2**63 - 1)
+
+
+def _plain_logprobs(model, *columns: torch.Tensor, temperature: float = 1.0):
+    """``model.logprobs`` on every row: the update's forward without ``distinct_rows``."""
+    return model.logprobs(*columns, temperature=temperature)
 
 
 def mark_finished_epoch_completed(checkpoint: dict) -> None:
@@ -74,6 +80,8 @@ class GiGPOModule(L.LightningModule):
             taken at it, so the PPO ratio compares the distributions the tokens were sampled from (verl's choice).
         target_kl: stop the iteration's remaining optimizer steps once a minibatch's approx_kl exceeds it
             (None: never), as Stable-Baselines3's PPO ``target_kl`` does; single-process runs only.
+        distinct_rows: run the update's forward and backward once per distinct row
+            (``training/distinct_rows.py``); the same loss and gradient up to float rounding.
     """
 
     def __init__(
@@ -96,6 +104,7 @@ class GiGPOModule(L.LightningModule):
         max_env_steps: int | None = None,
         logprob_temperature: float = 1.0,
         target_kl: float | None = None,
+        distinct_rows: bool = False,
     ) -> None:
         super().__init__()
         self.policy = policy
@@ -114,6 +123,7 @@ class GiGPOModule(L.LightningModule):
         self.max_env_steps = max_env_steps
         self.logprob_temperature = logprob_temperature
         self.target_kl = target_kl
+        self.distinct_rows = distinct_rows
         self._kl_stopped = False
         self.env_steps_total = 0
         self.collapses = CollapseCounter()
@@ -245,7 +255,9 @@ class GiGPOModule(L.LightningModule):
         self._train_stats["train/steps_taken"].append(0.0 if self._kl_stopped else 1.0)
         if self._kl_stopped:
             return None
-        logp, entropy = self.policy.logprobs(
+        logprobs = distinct_rows_logprobs if self.distinct_rows else _plain_logprobs
+        logp, entropy = logprobs(
+            self.policy,
             mb.prompt_ids,
             mb.prompt_mask,
             mb.response_ids,
