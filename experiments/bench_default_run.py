@@ -72,6 +72,12 @@ def main() -> int:
     parser.add_argument("--new", type=Path, default=Path.cwd(), help="the new source tree (default: cwd)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per tree, alternating (default 3)")
     parser.add_argument("--config", default="", help="Hydra overrides (default: none = the default run)")
+    parser.add_argument(
+        "--new-config",
+        default="",
+        help="extra overrides for the new tree only, e.g. the old numerics on the new code: "
+        "'model.qk_norm=false trainer.optimizer.lr=1e-3'",
+    )
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument(
         "--fresh-store",
@@ -97,7 +103,8 @@ def main() -> int:
     load_start = os.getloadavg()[0]
     for i in range(args.repeats):
         for name, tree in trees.items():
-            r = one_run(tree, args.config, args.python, args.scratch, stores[name])
+            overrides = f"{args.config} {args.new_config}" if name == "new" else args.config
+            r = one_run(tree, overrides, args.python, args.scratch, stores[name])
             results[name].append(r)
             print(f"  run {i + 1}/{args.repeats} {name}: " + "  ".join(f"{k} {v:6.1f}" for k, v in r.items()))
     load_end = os.getloadavg()[0]
@@ -106,6 +113,7 @@ def main() -> int:
     store = "a fresh MLflow store per run" if args.fresh_store else "an existing MLflow store"
     print(
         f"\ndefault run {args.config or '(no overrides)'}, 1 thread, {store}, {args.repeats} repeats, medians"
+        + (f"; the new tree also with {args.new_config!r}" if args.new_config else "")
     )
     print(f"{'tree':<5} {'wall_s':>8} {'cpu_s':>8} {'fit_s':>8}  source")
     for name in trees:
