@@ -197,6 +197,8 @@ def _build_module(cfg: DictConfig):
         logprob_temperature=cfg.rollout.temperature,
         target_kl=cfg.trainer.target_kl,
         distinct_rows=cfg.trainer.distinct_rows,
+        micro_batch_size=cfg.trainer.micro_batch_size,
+        reuse_rollout_logprobs=cfg.trainer.reuse_rollout_logprobs,
     )
 
 

@@ -59,6 +59,12 @@ class TorchEngine:
         self.share_prefill = share_prefill
 
     @property
+    def samples_policy_logprobs(self) -> bool:
+        """Whether the returned log-probs are ``policy.logprobs`` at the sampling temperature (up to float
+        rounding): the engine runs the trained module itself, so only a nucleus (top_p < 1) changes them."""
+        return self.sampling.top_p >= 1.0
+
+    @property
     def max_new_tokens(self) -> int:
         return self.sampling.max_new_tokens or self.policy.default_max_new_tokens
 

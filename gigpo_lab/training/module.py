@@ -27,6 +27,7 @@ from gigpo_lab.policy.base import score_unique_rows
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.distinct_rows import distinct_rows_logprobs
 from gigpo_lab.training.loss import PolicyLoss
+from gigpo_lab.training.microbatch import chunked_logprobs, microbatched_loss
 
 #: Seeds of held-out evaluation episodes start here; training seeds stay below it.
 EVAL_SEED_BASE = 1_000_000_000
@@ -82,6 +83,10 @@ class GiGPOModule(L.LightningModule):
             (None: never), as Stable-Baselines3's PPO ``target_kl`` does; single-process runs only.
         distinct_rows: run the update's forward and backward once per distinct row
             (``training/distinct_rows.py``); the same loss and gradient up to float rounding.
+        micro_batch_size: rows per forward pass in scoring and per forward+backward in an update, the gradients
+            accumulated over them (``gigpo_lab.training.microbatch``); <= 0: whole minibatches (no chunks).
+        reuse_rollout_logprobs: take the old log-probs from the rollout engine instead of a scoring pass; only for
+            an engine whose ``samples_policy_logprobs`` is true (it samples from this very module's distribution).
     """
 
     def __init__(
@@ -105,6 +110,8 @@ class GiGPOModule(L.LightningModule):
         logprob_temperature: float = 1.0,
         target_kl: float | None = None,
         distinct_rows: bool = False,
+        micro_batch_size: int = 0,
+        reuse_rollout_logprobs: bool = False,
     ) -> None:
         super().__init__()
         self.policy = policy
@@ -125,6 +132,13 @@ class GiGPOModule(L.LightningModule):
         self.target_kl = target_kl
         self.distinct_rows = distinct_rows
         self._kl_stopped = False
+        self.micro_batch_size = micro_batch_size
+        if reuse_rollout_logprobs and not getattr(engine, "samples_policy_logprobs", False):
+            raise ValueError(
+                "trainer.reuse_rollout_logprobs=true needs an engine whose sampling log-probs are the policy's "
+                f"own (the torch engine with rollout.top_p=1); {type(engine).__name__} is not: set it to false"
+            )
+        self.reuse_rollout_logprobs = reuse_rollout_logprobs
         self.env_steps_total = 0
         self.collapses = CollapseCounter()
         self.mlflow_run_id: str | None = None
@@ -149,6 +163,12 @@ class GiGPOModule(L.LightningModule):
             raise ValueError(
                 f"trainer.minibatch_size={self.minibatch_size} with {self.trainer.world_size} processes: set "
                 "trainer.minibatch_size=0 (one step per PPO epoch on every rank), as trainer=ddp does"
+            )
+        if self.trainer.world_size > 1 and self.micro_batch_size > 0:
+            # several backward passes per step would each fire DDP's gradient all-reduce hooks
+            raise ValueError(
+                f"trainer.micro_batch_size={self.micro_batch_size} with {self.trainer.world_size} processes is "
+                "not supported: set trainer.micro_batch_size=0"
             )
 
     def configure_optimizers(self):
@@ -236,35 +256,79 @@ class GiGPOModule(L.LightningModule):
 
     def _score(self, batch: StepBatch) -> dict[str, float]:
         """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``; return the
-        sampling policy's entropy and the gap between the engine's sampling log-probs and the rescored ones."""
+        sampling policy's entropy and the gap between the engine's sampling log-probs and the rescored ones.
+
+        With ``reuse_rollout_logprobs`` the engine's sampling log-probs stay the old ones and only the reference
+        is scored (no entropy or gap metrics then); with ``micro_batch_size`` the rows are scored in chunks.
+        """
         cols = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
-        args = tuple(t.to(self.device) for t in cols)
-        t = self.logprob_temperature
+        if self.reuse_rollout_logprobs:
+            if self.reference is not None:
+                batch.ref_logprobs = self._logprobs(self.reference, cols)[0]
+            return {}
         sampled = batch.old_logprobs
-        old, entropy = score_unique_rows(self.policy, *args, temperature=t)
-        batch.old_logprobs = old.cpu()
+        batch.old_logprobs, entropy = self._logprobs(self.policy, cols)
         if self.reference is not None:
-            batch.ref_logprobs = score_unique_rows(self.reference, *args, temperature=t)[0].cpu()
-        metrics = token_entropy(entropy.cpu(), batch.response_mask)
+            batch.ref_logprobs = self._logprobs(self.reference, cols)[0]
+        metrics = token_entropy(entropy, batch.response_mask)
         if sampled is not None:
             metrics.update(logprob_gap(sampled, batch.old_logprobs, batch.response_mask))
         return metrics
 
+    def _logprobs(self, scorer, cols: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``scorer.logprobs`` (N, R) each, log-probs and entropies, on the CPU: distinct rows in one pass, or
+        in micro-batches."""
+        t = self.logprob_temperature
+        if self.micro_batch_size > 0:
+            return chunked_logprobs(scorer, cols, self.micro_batch_size, t, self.device)
+        logp, entropy = score_unique_rows(scorer, *(c.to(self.device) for c in cols), temperature=t)
+        return logp.cpu(), entropy.cpu()
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        """Back-propagate one micro-batch's loss through Lightning's strategy (its precision plugin), or plainly
+        when the module is driven by hand."""
+        if self._trainer is None:
+            loss.backward()
+        else:
+            self.trainer.strategy.backward(loss, None)
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer) -> None:
+        # Lightning zeroes the gradients after training_step; micro-batches accumulate theirs inside it
+        if self.micro_batch_size <= 0:
+            optimizer.zero_grad()
+
     def training_step(self, mb: StepBatch, batch_idx: int) -> torch.Tensor | None:
         """The loss of one minibatch; None (no optimizer step) once ``target_kl`` has stopped the iteration."""
+        if self.micro_batch_size > 0:
+            # micro-batches accumulate from zero, and a skipped step keeps none
+            self.policy.zero_grad(set_to_none=True)
         self._train_stats["train/steps_taken"].append(0.0 if self._kl_stopped else 1.0)
         if self._kl_stopped:
             return None
-        logprobs = distinct_rows_logprobs if self.distinct_rows else _plain_logprobs
-        logp, entropy = logprobs(
-            self.policy,
-            mb.prompt_ids,
-            mb.prompt_mask,
-            mb.response_ids,
-            mb.response_mask,
-            temperature=self.logprob_temperature,
-        )
-        out = self.loss_fn(logp, mb.old_logprobs, mb.advantages, mb.response_mask, entropy, mb.ref_logprobs)
+        if self.micro_batch_size > 0:
+            loss, out = microbatched_loss(
+                self.policy,
+                self.loss_fn,
+                mb,
+                self.micro_batch_size,
+                self.logprob_temperature,
+                self._backward,
+                distinct=self.distinct_rows,
+            )
+        else:
+            logprobs = distinct_rows_logprobs if self.distinct_rows else _plain_logprobs
+            logp, entropy = logprobs(
+                self.policy,
+                mb.prompt_ids,
+                mb.prompt_mask,
+                mb.response_ids,
+                mb.response_mask,
+                temperature=self.logprob_temperature,
+            )
+            out = self.loss_fn(
+                logp, mb.old_logprobs, mb.advantages, mb.response_mask, entropy, mb.ref_logprobs
+            )
+            loss = out.loss
         if not torch.isfinite(out.loss):
             raise FloatingPointError(
                 f"the loss is {out.loss.item()} at iteration {self.current_epoch}, minibatch {batch_idx} "
@@ -283,8 +347,10 @@ class GiGPOModule(L.LightningModule):
         if self.target_kl is not None and float(out.approx_kl) > self.target_kl:
             self._kl_stopped = True  # this step and the rest of the iteration are skipped
             self._train_stats["train/steps_taken"][-1] = 0.0
+            self.policy.zero_grad(set_to_none=True)  # micro-batches already back-propagated: no step on them
             return None
-        if self.trainer.progress_bar_callback is not None:  # the bar's values; nothing else reads them
+        # the bar's values; nothing else reads them (no Trainer: a module driven by hand, as in the LLM bench)
+        if self._trainer is not None and self.trainer.progress_bar_callback is not None:
             self.log("iter", float(self.current_epoch), prog_bar=True, logger=False)
             self.log(
                 "succ", self._iter_metrics.get("rollout/success_rate", math.nan), prog_bar=True, logger=False
@@ -292,7 +358,7 @@ class GiGPOModule(L.LightningModule):
             self.log(
                 "tok/s", self._iter_metrics.get("perf/tokens_per_s", math.nan), prog_bar=True, logger=False
             )
-        return out.loss
+        return loss
 
     def on_before_optimizer_step(self, optimizer) -> None:
         grads = [p.grad for p in self.policy.parameters() if p.grad is not None]

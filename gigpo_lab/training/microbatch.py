@@ -1,0 +1,178 @@
+"""Micro-batched scoring and updates: the numbers of one whole-minibatch pass, in bounded memory.
+
+One forward (and backward) over a whole minibatch keeps the activations of every row at once, every row padded
+to the longest prompt of the iteration. Here the rows go through the model a few at a time (``size`` rows, the
+config key ``trainer.micro_batch_size``), shortest first, and each chunk drops the columns that are padding in
+all of its rows, as verl's ``log_prob_micro_batch_size`` / ``ppo_micro_batch_size`` with its ``use_dynamic_bsz``
+length balancing, and TRL's ``per_device_train_batch_size`` with gradient accumulation, do::
+
+    minibatch (N rows, P + R columns)        sorted by length, chunks of `size`, all-pad columns dropped
+    [pad pad pad p p p | r r r pad]          [p p p | r r]      chunk 0: 3 + 2 columns
+    [pad p p p p p p p | r r r r r]    ->    [p p p | r r r]
+    [p p p p p p p p p | r r pad pad]        [pad p p p p p p | r r r r r]   chunk 1: 9 + 5 columns
+    ...                                      [p p p p p p p p p | r r]
+
+Positions come from the masks (``Policy.logprobs``), so dropping padding changes no row's log-probs beyond float
+rounding. The loss of a minibatch is reconstructed exactly: a chunk's loss is weighted by its share of the
+aggregation's units (tokens for ``token-mean``, non-empty rows for the ``seq-mean-*`` modes), so the weighted
+sum of the chunks' losses, and of their gradients, is the whole minibatch's. Rows that repeat another row
+(same prompt and response) are computed once and indexed back (``distinct_rows``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from gigpo_lab.batch import StepBatch
+from gigpo_lab.training.loss import LossOutput, PolicyLoss
+
+Columns = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+#: The units each loss aggregation averages over, per row (N,) from the response mask (N, R): a chunk's loss
+#: weighs its units' share of the minibatch's (see ``gigpo_lab.training.loss.aggregate``).
+AGGREGATION_UNITS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "token-mean": lambda mask: mask.sum(1).float(),
+    "seq-mean-token-mean": lambda mask: (mask.sum(1) > 0).float(),
+    "seq-mean-token-sum": lambda mask: (mask.sum(1) > 0).float(),
+}
+
+
+def trim_padding(prompt_ids, prompt_mask, response_ids, response_mask) -> Columns:
+    """The four row columns without the prompt columns that no row uses (left padding) and the response
+    columns that no row uses (right padding); at least one column of each is kept.
+
+    Shapes: (n, P) and (n, R) in, (n, P') and (n, R') out with P' <= P, R' <= R.
+    """
+    used_p = prompt_mask.any(0).nonzero()
+    first = int(used_p[0]) if len(used_p) else prompt_mask.shape[1] - 1
+    used_r = response_mask.any(0).nonzero()
+    width = int(used_r[-1]) + 1 if len(used_r) else 1
+    return prompt_ids[:, first:], prompt_mask[:, first:], response_ids[:, :width], response_mask[:, :width]
+
+
+def length_sorted_chunks(
+    prompt_mask: torch.Tensor, response_mask: torch.Tensor, size: int
+) -> list[torch.Tensor]:
+    """Row indices (int64) in chunks of ``size`` rows, rows ordered by real length (prompt + response tokens,
+    stable), so that each chunk pads to a length close to its own rows'. ``size`` <= 0: one chunk of all rows."""
+    n = prompt_mask.shape[0]
+    if n == 0:
+        return []
+    order = torch.sort(prompt_mask.sum(1) + response_mask.sum(1), stable=True).indices
+    return list(order.split(n if size <= 0 else size))
+
+
+def distinct_rows(columns: Sequence[torch.Tensor], enabled: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first row of each distinct (prompt, response) row, (U,) int64, and each row's distinct index (N,).
+
+    A collection batch repeats rows (the G envs of a group start from the same observation and often answer
+    alike); such rows have the same log-probs, so they go through the model once. ``enabled=False``: every
+    row is its own (U = N, both the identity).
+    """
+    prompt_ids, prompt_mask, response_ids, response_mask = columns
+    if not enabled:
+        rows = torch.arange(len(prompt_ids), device=prompt_ids.device)
+        return rows, rows
+    key = torch.cat([prompt_ids, prompt_mask.long(), response_ids, response_mask.long()], dim=1)
+    _, inverse = torch.unique(key, dim=0, return_inverse=True)
+    n = len(inverse)
+    first = torch.full((int(inverse.max()) + 1 if n else 0,), n, dtype=torch.long, device=inverse.device)
+    first.scatter_reduce_(0, inverse, torch.arange(n, device=inverse.device), reduce="amin")
+    return first, inverse
+
+
+@torch.no_grad()
+def chunked_logprobs(
+    scorer, columns: Sequence[torch.Tensor], size: int, temperature: float, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``scorer.logprobs`` of all rows: each distinct row once, ``size`` rows a forward, padding trimmed per chunk.
+
+    Args:
+        scorer: anything with ``Policy.logprobs`` (the policy, or the frozen reference).
+        columns: prompt_ids, prompt_mask (N, P); response_ids, response_mask (N, R), on the CPU.
+    Returns:
+        logp and entropy (N, R) float32 on the CPU, 0 where masked (as ``Policy.logprobs``).
+    """
+    first, inverse = distinct_rows(columns)
+    distinct = [c[first] for c in columns]
+    logp = torch.zeros((len(first), columns[2].shape[1]), dtype=torch.float32)
+    entropy = torch.zeros_like(logp)
+    for idx in length_sorted_chunks(distinct[1], distinct[3], size):
+        chunk = trim_padding(*(c[idx] for c in distinct))
+        chunk_logp, chunk_entropy = scorer.logprobs(*(c.to(device) for c in chunk), temperature=temperature)
+        width = chunk_logp.shape[1]
+        logp[idx, :width] = chunk_logp.to(logp)
+        entropy[idx, :width] = chunk_entropy.to(logp)
+    return logp[inverse], entropy[inverse]
+
+
+def microbatched_loss(
+    policy,
+    loss_fn: PolicyLoss,
+    mb: StepBatch,
+    size: int,
+    temperature: float,
+    backward: Callable[[torch.Tensor], None],
+    distinct: bool = True,
+) -> tuple[torch.Tensor, LossOutput]:
+    """The loss of minibatch ``mb`` over chunks of ``size`` distinct rows, with gradient accumulation.
+
+    Repeated rows (same prompt and response) go through the model once; each of them still has its own
+    advantage and old log-probs in the loss (autograd sums their gradients). Every chunk but the last is
+    back-propagated here (``backward``); the last chunk's weighted loss is returned for the caller's backward,
+    so that after it the gradients equal those of the whole-minibatch loss.
+
+    Args:
+        policy: the trained ``Policy``. loss_fn: the configured loss (its ``aggregation`` picks the weights).
+        mb: the minibatch (N rows) with old_logprobs, advantages and (optional) ref_logprobs, on the device.
+        backward: back-propagates one chunk's weighted loss (Lightning's strategy, or ``Tensor.backward``).
+        distinct: compute each distinct row once (``trainer.distinct_rows``); False: every row.
+    Returns:
+        the last chunk's weighted loss (0-dim, with grad), and the whole minibatch's ``LossOutput`` (detached).
+    """
+    try:
+        units = AGGREGATION_UNITS[loss_fn.aggregation](mb.response_mask)
+    except KeyError:
+        raise ValueError(
+            f"loss.aggregation={loss_fn.aggregation!r} has no micro-batch weights; known: {list(AGGREGATION_UNITS)}"
+        ) from None
+    tokens = mb.response_mask.sum(1).float()
+    total_units, total_tokens = units.sum().clamp_min(1.0), tokens.sum().clamp_min(1.0)
+    columns = (mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.response_mask)
+    first, inverse = distinct_rows(columns, distinct)
+    rows_once = [c[first] for c in columns]
+    chunks = length_sorted_chunks(rows_once[1], rows_once[3], size)
+    sums = dict.fromkeys(("loss", "pg_loss", "kl", "entropy", "clipfrac", "approx_kl"), 0.0)
+    weighted = None
+    for k, idx in enumerate(chunks):
+        chunk = trim_padding(*(c[idx] for c in rows_once))
+        width = chunk[2].shape[1]
+        chunk_logp, chunk_entropy = policy.logprobs(*chunk, temperature=temperature)
+        # the minibatch rows whose distinct row is in this chunk, and where in the chunk it is
+        place = torch.full((len(first),), -1, dtype=torch.long, device=idx.device)
+        place[idx] = torch.arange(len(idx), device=idx.device)
+        rows = (place[inverse] >= 0).nonzero().squeeze(1)
+        at = place[inverse[rows]]
+        ref = mb.ref_logprobs[rows, :width] if mb.ref_logprobs is not None else None
+        out = loss_fn(
+            chunk_logp[at],
+            mb.old_logprobs[rows, :width],
+            mb.advantages[rows],
+            mb.response_mask[rows, :width],
+            chunk_entropy[at],
+            ref,
+        )
+        share = (units[rows].sum() / total_units).to(out.loss.dtype)
+        token_share = (tokens[rows].sum() / total_tokens).to(out.loss.dtype)
+        weighted = out.loss * share
+        for key in ("loss", "pg_loss", "kl", "entropy"):
+            sums[key] = sums[key] + getattr(out, key).detach() * share
+        for key in ("clipfrac", "approx_kl"):  # token means, whatever the aggregation
+            sums[key] = sums[key] + getattr(out, key).detach() * token_share
+        if k + 1 < len(chunks):
+            backward(weighted)
+    if weighted is None:
+        raise ValueError("an empty minibatch has no loss")
+    return weighted, LossOutput(**{k: torch.as_tensor(v) for k, v in sums.items()})
