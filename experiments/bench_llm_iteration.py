@@ -1,0 +1,290 @@
+"""One LLM training iteration, whole minibatches against micro-batches, side by side: time and peak memory of
+the rollout, the old/ref scoring and the update, on the same rows.
+
+    python experiments/bench_llm_iteration.py                          # SmolLM2 + LoRA (needs `make smollm`)
+    python experiments/bench_llm_iteration.py --micro-batch-size 4 -- rollout.groups=1
+    python experiments/bench_llm_iteration.py -- experiments=null model=hf model.path=/models/m  # any model
+
+The new path also keeps the torch engine's sampling log-probs as the old ones (``trainer.reuse_rollout_logprobs``,
+no scoring pass; ``--no-reuse-rollout-logprobs`` rescores in micro-batches). Each path runs in a fresh process (``--worker``), so its peak resident memory is its own: the old path with
+``trainer.micro_batch_size=0`` (today's whole-minibatch passes), the new one with ``--micro-batch-size``. Both
+compose the same experiment with the same seed, so they collect the same rows and cut the same minibatches
+(checked: the rows' hash). A sampling thread reads the process's resident memory (psutil) every 10 ms and keeps
+the peak of each phase; the bytes saved for backward (autograd's saved tensors, the activations) are counted in
+the first minibatch. The table also gives the padded token cells each path computes, the largest difference of
+the old log-probs and of the first step's gradients (the numerics must agree within float rounding), and the
+load average of the machine it ran under: on a shared machine, times are only comparable inside one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+#: The experiment benchmarked when no overrides are given, and the overrides that make it one iteration.
+DEFAULT_OVERRIDES = ["experiments=smollm2_household_lora"]
+BENCH_OVERRIDES = ["trainer.iterations=1", "trainer.eval_every=0", "trainer.num_threads=1"]
+PHASES = ("load", "rollout", "score", "update")
+
+
+class PeakMemory:
+    """A thread that samples this process's resident set size and keeps the peak per phase (bytes)."""
+
+    def __init__(self, interval_s: float = 0.01):
+        import psutil
+
+        self.process, self.interval_s = psutil.Process(), interval_s
+        self.phase, self.peaks = "load", {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rss = self.process.memory_info().rss
+            self.peaks[self.phase] = max(self.peaks.get(self.phase, 0), rss)
+            time.sleep(self.interval_s)
+
+    def enter(self, phase: str) -> None:
+        rss = self.process.memory_info().rss
+        self.peaks[self.phase] = max(self.peaks.get(self.phase, 0), rss)
+        self.phase = phase
+        self.peaks[phase] = rss
+
+    def stop(self) -> dict[str, int]:
+        self.enter("done")
+        self._stop.set()
+        self._thread.join()
+        return self.peaks
+
+
+def saved_tensor_bytes(exclude: set[int]):
+    """A context that tracks the bytes autograd holds for backward (the activations: distinct storages, not
+    those of ``exclude``, the parameters' data pointers) and keeps their peak in ``.peak``."""
+    import weakref
+
+    import torch
+
+    class Counter(torch.autograd.graph.saved_tensors_hooks):
+        def __init__(self):
+            self.live = self.peak = 0
+            self._count: dict[int, int] = {}
+
+            def release(key: int, size: int) -> None:
+                self._count[key] -= 1
+                if self._count[key] == 0:
+                    del self._count[key]
+                    self.live -= size
+
+            def pack(t):
+                try:
+                    key, size = t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+                except (RuntimeError, NotImplementedError):  # a tensor without storage
+                    return t
+                if key in exclude:
+                    return t
+                if key not in self._count:
+                    self._count[key] = 0
+                    self.live += size
+                    self.peak = max(self.peak, self.live)
+                self._count[key] += 1
+                weakref.finalize(t, release, key, size)
+                return t
+
+            super().__init__(pack, lambda t: t)
+
+    return Counter()
+
+
+def padded_cells(batch, size: int) -> int:
+    """Token cells (rows x columns) one scoring pass over ``batch`` computes: every row padded to the batch's
+    width (size <= 0, the old path), or the distinct rows in chunks of ``size``, each trimmed."""
+    from gigpo_lab.training.microbatch import distinct_rows, length_sorted_chunks, trim_padding
+
+    cols = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
+    if size <= 0:
+        return len(batch) * (cols[0].shape[1] + cols[2].shape[1])
+    first, _ = distinct_rows(cols)
+    cols = tuple(c[first] for c in cols)
+    cells = 0
+    for idx in length_sorted_chunks(cols[1], cols[3], size):
+        p, _, r, _ = trim_padding(*(c[idx] for c in cols))
+        cells += len(idx) * (p.shape[1] + r.shape[1])
+    return cells
+
+
+def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Path) -> dict:
+    """Build the experiment and run one iteration by hand (rollout, scoring, advantages, update)."""
+    meter = PeakMemory()
+    t_start = time.perf_counter()
+    import torch
+
+    from gigpo_lab.config_paths import compose_config
+    from gigpo_lab.train import _build_module
+    from gigpo_lab.training.data import shuffled_minibatches
+    from gigpo_lab.training.module import iteration_seed
+
+    path = [f"trainer.micro_batch_size={micro_batch_size}", f"trainer.reuse_rollout_logprobs={reuse}"]
+    cfg = compose_config([*overrides, *BENCH_OVERRIDES, *path])
+    torch.manual_seed(cfg.seed)
+    module = _build_module(cfg)
+    times = {"load": time.perf_counter() - t_start}
+
+    meter.enter("rollout")
+    t0 = time.perf_counter()
+    gen = torch.Generator().manual_seed(iteration_seed(cfg.seed, 0))
+    seeds = [cfg.seed * 10_000_000 + b for b in range(module.groups)]
+    module.policy.eval()
+    with torch.no_grad():
+        batch, rollout = module.collector.collect(seeds, gen)
+    times["rollout"] = time.perf_counter() - t0
+
+    meter.enter("score")
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        module._score(batch)
+    times["score"] = time.perf_counter() - t0
+    batch.advantages = module.estimator(batch).advantages.to(torch.float32)
+
+    meter.enter("update")
+    t0 = time.perf_counter()
+    module.policy.train()
+    optimizer = module.configure_optimizers()
+    params = [p for p in module.policy.parameters() if p.requires_grad]
+    saved = 0
+    weights = {p.untyped_storage().data_ptr() for p in module.policy.parameters()}
+    minibatches = shuffled_minibatches(batch, module.ppo_epochs, module.minibatch_size, gen)
+    for i, mb in enumerate(minibatches):
+        optimizer.zero_grad()
+        if i == 0:
+            counter = saved_tensor_bytes(weights)
+            with counter:
+                loss = module.training_step(mb, i)
+            saved = counter.peak
+        else:
+            loss = module.training_step(mb, i)
+        loss.backward()
+        if i == 0:
+            torch.save(torch.cat([p.grad.flatten() for p in params]), out_dir / "grad.pt")
+        torch.nn.utils.clip_grad_norm_(params, cfg.trainer.gradient_clip_val or float("inf"))
+        optimizer.step()
+    times["update"] = time.perf_counter() - t0
+    peaks = meter.stop()
+    torch.save(batch.old_logprobs, out_dir / "old_logprobs.pt")
+    digest = hashlib.sha256()
+    for col in (batch.prompt_ids, batch.response_ids, batch.prompt_mask, batch.response_mask):
+        digest.update(col.numpy().tobytes())
+    return {
+        "micro_batch_size": micro_batch_size,
+        "reuse_rollout_logprobs": reuse,
+        "rows": len(batch),
+        "minibatches": len(minibatches),
+        "real_tokens": int(batch.prompt_mask.sum() + batch.response_mask.sum()),
+        "scored_cells": 0 if reuse else padded_cells(batch, micro_batch_size),
+        "rows_sha256": digest.hexdigest()[:16],
+        "times_s": times,
+        "peak_rss_bytes": {p: peaks.get(p, 0) for p in PHASES},
+        "saved_for_backward_bytes": saved,
+        "env_steps": rollout.get("rollout/env_steps", float(len(batch))),
+    }
+
+
+def run_path(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Path) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, __file__, "--worker", "--micro-batch-size", str(micro_batch_size)]
+    cmd += ["--reuse-rollout-logprobs"] if reuse else []
+    cmd += ["--out-dir", str(out_dir), "--", *overrides]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.2f}"
+
+
+def report(old: dict, new: dict, diffs: dict, loads: tuple) -> str:
+    """A markdown table of the two paths, their ratios, the numeric differences and the load."""
+    rows = [
+        f"| | old (micro_batch_size=0, rescored) | new (micro_batch_size={new['micro_batch_size']}, "
+        f"{'rollout log-probs' if new['reuse_rollout_logprobs'] else 'rescored'}) | new / old |",
+        "|---|---|---|---|",
+    ]
+    for phase in PHASES[1:]:
+        a, b = old["times_s"][phase], new["times_s"][phase]
+        rows.append(f"| {phase} time (s) | {a:.1f} | {b:.1f} | {b / a:.2f} |")
+    a = sum(old["times_s"][p] for p in PHASES[1:])
+    b = sum(new["times_s"][p] for p in PHASES[1:])
+    rows.append(f"| **iteration time (s)** | {a:.1f} | {b:.1f} | {b / a:.2f} |")
+    for phase in PHASES:
+        a, b = old["peak_rss_bytes"][phase], new["peak_rss_bytes"][phase]
+        rows.append(f"| {phase} peak RSS (GiB) | {gib(a)} | {gib(b)} | {b / a:.2f} |")
+    a, b = max(old["peak_rss_bytes"].values()), max(new["peak_rss_bytes"].values())
+    rows.append(f"| **process peak RSS (GiB)** | {gib(a)} | {gib(b)} | {b / a:.2f} |")
+    a, b = old["saved_for_backward_bytes"], new["saved_for_backward_bytes"]
+    rows.append(f"| saved for backward, 1st step (GiB) | {gib(a)} | {gib(b)} | {b / max(a, 1):.2f} |")
+    a, b = old["scored_cells"], new["scored_cells"]
+    rows.append(f"| token cells in the old-log-prob pass | {a} | {b} | {b / a:.2f} |")
+    lines = [
+        f"rows {old['rows']} (real tokens {old['real_tokens']}), minibatches {old['minibatches']}, "
+        f"same rows: {old['rows_sha256'] == new['rows_sha256']}",
+        "",
+        *rows,
+        "",
+        f"old log-probs, new vs old path: max |difference| {diffs['logprobs']:.2e}; 1st step's gradients: max |difference| "
+        f"{diffs['grad']:.2e} (gradient max |g| {diffs['grad_scale']:.2e})",
+        f"load average (1, 5, 15 min) before {loads[0]}, after {loads[1]}; cpu count {os.cpu_count()}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--micro-batch-size", type=int, default=2, help="rows per micro-batch of the new path"
+    )
+    parser.add_argument(
+        "--reuse-rollout-logprobs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the new path keeps the torch engine's log-probs as the old ones (default) or rescores the rows",
+    )
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides (default: the SmolLM2 LoRA experiment)")
+    args = parser.parse_args(argv)
+    overrides = args.overrides or DEFAULT_OVERRIDES
+    if args.worker:
+        print(json.dumps(worker(overrides, args.micro_batch_size, args.reuse_rollout_logprobs, args.out_dir)))
+        return 0
+    import torch
+
+    load_before = tuple(round(x, 2) for x in os.getloadavg())
+    with tempfile.TemporaryDirectory(prefix="bench_llm_") as tmp:
+        old = run_path(overrides, 0, False, Path(tmp) / "old")
+        new = run_path(overrides, args.micro_batch_size, args.reuse_rollout_logprobs, Path(tmp) / "new")
+        grads = [torch.load(Path(tmp) / p / "grad.pt") for p in ("old", "new")]
+        logps = [torch.load(Path(tmp) / p / "old_logprobs.pt") for p in ("old", "new")]
+    load_after = tuple(round(x, 2) for x in os.getloadavg())
+    diffs = {
+        "logprobs": float((logps[0] - logps[1]).abs().max()),
+        "grad": float((grads[0] - grads[1]).abs().max()),
+        "grad_scale": float(grads[0].abs().max()),
+    }
+    print(report(old, new, diffs, (load_before, load_after)))
+    print(json.dumps({"old": old, "new": new, "diffs": diffs}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
