@@ -19,16 +19,23 @@ joins the same interleaved measurement (both columns): float32, eager, its engin
 CPU worker pins this process's OpenMP threads when it starts, so it is started before any timing and every
 engine runs under the same pinning.
 
+Each figure is reported as min / median / max over ``--repeats`` timed runs (after one warm-up), with the
+load average of the machine before and after: on a shared machine the spread and the load say how far a
+figure can be trusted, and only ratios measured inside one run compare. ``--smollm2`` adds the real scale,
+SmolLM2-135M-Instruct (``make smollm``), torch engine against HF generate, on a smaller batch.
+
 Usage::
 
     .venv/bin/python experiments/bench_rollout.py                      # B=8 G=8, 32 new tokens, history 2
-    .venv/bin/python experiments/bench_rollout.py --history-window 0 --threads 2 --repeats 5
+    .venv/bin/python experiments/bench_rollout.py --history-window 0 --threads 2 --repeats 7
+    .venv/bin/python experiments/bench_rollout.py --smollm2 --repeats 3   # + SmolLM2-135M rows
     VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python experiments/bench_rollout.py   # + the vLLM column
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -86,9 +93,9 @@ class HFGenerateEngine:
         """Shares the module."""
 
 
-def interleaved(fns: dict[str, object], repeats: int) -> dict[str, tuple[float, object]]:
-    """Median wall time of ``repeats`` calls after one warm-up call each, the functions called in turn
-    (A B C A B C ...) so that load from other processes hits them alike; median time and last result per name."""
+def interleaved(fns: dict[str, object], repeats: int) -> dict[str, tuple[list[float], object]]:
+    """Wall times of ``repeats`` calls after one warm-up call each, the functions called in turn (A B C A B C
+    ...) so that load from other processes hits them alike; all times and the last result per name."""
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
@@ -98,7 +105,7 @@ def interleaved(fns: dict[str, object], repeats: int) -> dict[str, tuple[float, 
             start = time.perf_counter()
             results[name] = fn()
             times[name].append(time.perf_counter() - start)
-    return {name: (statistics.median(times[name]), results[name]) for name in fns}
+    return {name: (times[name], results[name]) for name in fns}
 
 
 def frozenlake_prompts(policy, n: int, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -112,8 +119,9 @@ def frozenlake_prompts(policy, n: int, group_size: int) -> tuple[torch.Tensor, t
     return left_pad(prompts, policy.tokenizer.pad_id)
 
 
-def measure(runs: dict[str, tuple[object, object]], args) -> dict[str, tuple[float, float]]:
-    """Per run name (policy, engine): (tokens/s of one generate over the batch, env steps/s of one collect)."""
+def measure(runs: dict[str, tuple[object, object]], args) -> dict[str, dict[str, list[float]]]:
+    """Per run name (policy, engine): {"tokens/s": one rate per repeat of one generate over the batch,
+    "env steps/s": one rate per repeat of one collect}."""
     n = args.groups * args.group_size
     generate, collect = {}, {}
     for name, (policy, engine) in runs.items():
@@ -125,13 +133,42 @@ def measure(runs: dict[str, tuple[object, object]], args) -> dict[str, tuple[flo
         collect[name] = partial(collector.collect, list(range(args.groups)), gen)
     generated = interleaved(generate, args.repeats)
     collected = interleaved(collect, args.repeats)
-    return {
-        name: (
-            float(generated[name][1].response_mask.sum()) / generated[name][0],
-            len(collected[name][1][0]) / collected[name][0],
-        )
-        for name in runs
-    }
+    out = {}
+    for name in runs:
+        (gen_times, gen_out), (col_times, (batch, _)) = generated[name], collected[name]
+        # the last result's token count for every repeat (sampling differs a little between repeats)
+        tokens = float(gen_out.response_mask.sum())
+        out[name] = {
+            "tokens/s": [tokens / t for t in gen_times],
+            "env steps/s": [len(batch) / t for t in col_times],
+        }
+    return out
+
+
+def spread(rates: list[float]) -> str:
+    """``min / median / max`` of the repeats' rates."""
+    return f"{min(rates):,.0f} / {statistics.median(rates):,.0f} / {max(rates):,.0f}"
+
+
+def table(title: str, result: dict[str, dict[str, list[float]]], baseline: str = "hf") -> list[str]:
+    """Markdown rows: engine, metric, min / median / max over the repeats, median ratio to ``baseline``."""
+    lines = []
+    for metric in ("tokens/s", "env steps/s"):
+        base = statistics.median(result[baseline][metric]) if baseline in result else None
+        for name, rates in result.items():
+            ratio = f"{statistics.median(rates[metric]) / base:.2f}x" if base else "n/a"
+            lines.append(f"| {title} | {ENGINE_NAMES[name]} | {metric} | {spread(rates[metric])} | {ratio} |")
+    return lines
+
+
+#: The engines' names in the table.
+ENGINE_NAMES = {
+    "torch": "torch engine (KV cache, shared prefill)",
+    "torch-plain": "torch engine, no prefill sharing",
+    "hf": "HF generate",
+    "vllm": "vLLM-CPU",
+    "tiny": "torch engine (tiny GPT)",
+}
 
 
 def vllm_engine(policy, sampling: SamplingParams):
@@ -152,6 +189,20 @@ def vllm_engine(policy, sampling: SamplingParams):
     )
 
 
+def smollm2_runs(args, sampling: SamplingParams) -> dict[str, tuple[object, object]] | None:
+    """The torch engine and HF generate on SmolLM2-135M-Instruct (``make smollm``), or None without its wheel."""
+    from gigpo_lab.policy import smollm2
+
+    try:
+        policy = smollm2.build_smollm2_policy(history_window=args.history_window)
+    except FileNotFoundError:
+        return None
+    return {
+        "torch": (policy, TorchEngine(policy, sampling)),
+        "hf": (policy, HFGenerateEngine(policy, sampling)),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=8, help="B: episode groups (default 8)")
@@ -162,12 +213,24 @@ def main() -> None:
     parser.add_argument("--max-turns", type=int, default=5, help="FrozenLake turns per episode (default 5)")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs after one warm-up (median)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed runs after one warm-up (min/median/max)"
+    )
     parser.add_argument("--history-window", type=int, default=2, help="HF prompt's past turns (default 2)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument(
+        "--smollm2",
+        action="store_true",
+        help="also SmolLM2-135M-Instruct (needs `make smollm`), torch engine vs HF generate, with B=2 x G=4 "
+        "and 2 turns (--smollm2-groups/-group-size/-turns)",
+    )
+    parser.add_argument("--smollm2-groups", type=int, default=2)
+    parser.add_argument("--smollm2-group-size", type=int, default=4)
+    parser.add_argument("--smollm2-turns", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    load_before = os.getloadavg()
     sampling = SamplingParams(args.temperature, args.top_p, args.max_new_tokens)
 
     vocabulary = make_env("gigpo_lab/FrozenLake-v0", max_turns=1).unwrapped.vocabulary()
@@ -188,36 +251,55 @@ def main() -> None:
         result = measure(runs, args)
         if vllm is not None:
             vllm.close()
+    small = None
+    if args.smollm2:
+        small_runs = smollm2_runs(args, sampling)
+        if small_runs is not None:
+            small_args = argparse.Namespace(
+                **{
+                    **vars(args),
+                    "groups": args.smollm2_groups,
+                    "group_size": args.smollm2_group_size,
+                    "max_turns": args.smollm2_turns,
+                }
+            )
+            small = measure(small_runs, small_args)
+    load_after = os.getloadavg()
 
     n = args.groups * args.group_size
     print(
-        f"batch {n} rows (B={args.groups} x G={args.group_size}), FrozenLake prompts, "
-        f"temperature {args.temperature}, top_p {args.top_p}, {args.threads} torch threads, "
-        f"median of {args.repeats}; tiny-qwen2: {sum(p.numel() for p in hf.parameters()):,} params, "
-        f"{args.max_new_tokens} new tokens, history {args.history_window}; tiny-gpt: {sum(p.numel() for p in tiny.parameters()):,} params, 1 new token"
+        f"tiny-qwen2 ({sum(p.numel() for p in hf.parameters()):,} params): batch {n} rows (B={args.groups} x "
+        f"G={args.group_size}), {args.max_turns} turns; tiny-gpt: {sum(p.numel() for p in tiny.parameters()):,} "
+        f"params, 1 new token. FrozenLake prompts, history {args.history_window}, {args.max_new_tokens} new "
+        f"tokens, temperature {args.temperature}, top_p {args.top_p}, {args.threads} torch threads; "
+        f"{args.repeats} repeats after a warm-up, engines interleaved"
     )
-    (torch_tok, torch_steps), (plain_tok, plain_steps) = result["torch"], result["torch-plain"]
-    (hf_tok, hf_steps), (tiny_tok, tiny_steps) = result["hf"], result["tiny"]
-    vllm_tok, vllm_steps = result.get("vllm", (None, None))
-    header = (
-        f"{'model':<11} {'metric':<12} {'torch-kv':>9} {'hf-generate':>12} {'ratio':>6} "
-        f"{'torch-kv, no prefill sharing':>29} {'ratio':>6} {'vllm':>9} {'ratio':>6}"
-    )
-    print(header)
-    print("-" * len(header))
-    for metric, ours, plain, base, other in (
-        ("tokens/s", torch_tok, plain_tok, hf_tok, vllm_tok),
-        ("env steps/s", torch_steps, plain_steps, hf_steps, vllm_steps),
-    ):
-        vllm_cells = f"{'n/a':>9} {'':>6}" if other is None else f"{other:>9,.0f} {other / base:>5.1f}x"
+    if args.smollm2:
         print(
-            f"{'tiny-qwen2':<11} {metric:<12} {ours:>9,.0f} {base:>12,.0f} {ours / base:>5.1f}x "
-            f"{plain:>29,.0f} {plain / base:>5.1f}x {vllm_cells}"
+            "smollm2-135m: "
+            + (
+                "not installed (make smollm)"
+                if small is None
+                else f"batch {args.smollm2_groups * args.smollm2_group_size} rows (B={args.smollm2_groups} x "
+                f"G={args.smollm2_group_size}), {args.smollm2_turns} turns"
+            )
         )
-    print(f"{'tiny-gpt':<11} {'tokens/s':<12} {tiny_tok:>9,.0f} {'n/a':>12}")
-    print(f"{'tiny-gpt':<11} {'env steps/s':<12} {tiny_steps:>9,.0f} {'n/a':>12}")
-    if vllm_tok is None:
-        print("vllm: not installed (run from .venv-vllm for the vLLM column)")
+    print()
+    print("| model | engine | metric | min / median / max | median vs HF generate |")
+    print("|---|---|---|---|---|")
+    for line in table("tiny-qwen2", {k: v for k, v in result.items() if k != "tiny"}):
+        print(line)
+    for line in table("tiny-gpt", {"tiny": result["tiny"]}):
+        print(line)
+    if small is not None:
+        for line in table("smollm2-135m", small):
+            print(line)
+    if "vllm" not in result:
+        print("\nvllm: not installed (run from .venv-vllm for the vLLM rows)")
+    print(
+        f"\nload average (1, 5, 15 min) before {tuple(round(x, 2) for x in load_before)}, after "
+        f"{tuple(round(x, 2) for x in load_after)}; {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":
