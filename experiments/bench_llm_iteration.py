@@ -1,19 +1,22 @@
-"""One LLM training iteration, whole minibatches against micro-batches, side by side: time and peak memory of
-the rollout, the old/ref scoring and the update, on the same rows.
+"""One LLM training iteration, today's path against the memory-bounded one, side by side: time and peak memory
+of the rollout, the old/ref scoring and the update, on the same rows.
 
-    python experiments/bench_llm_iteration.py                          # SmolLM2 + LoRA (needs `make smollm`)
-    python experiments/bench_llm_iteration.py --micro-batch-size 4 -- rollout.groups=1
-    python experiments/bench_llm_iteration.py -- experiments=null model=hf model.path=/models/m  # any model
+    python experiments/bench_llm_iteration.py                  # SmolLM2 + LoRA (needs `make smollm`)
+    python experiments/bench_llm_iteration.py --micro-batch-size 4 --no-reuse-rollout-logprobs
+    python experiments/bench_llm_iteration.py -- experiments=smollm2_household_lora rollout.groups=1
+    python experiments/bench_llm_iteration.py -- model=hf model.path=/models/m env=household  # any model
 
-The new path also keeps the torch engine's sampling log-probs as the old ones (``trainer.reuse_rollout_logprobs``,
-no scoring pass; ``--no-reuse-rollout-logprobs`` rescores in micro-batches). Each path runs in a fresh process (``--worker``), so its peak resident memory is its own: the old path with
-``trainer.micro_batch_size=0`` (today's whole-minibatch passes), the new one with ``--micro-batch-size``. Both
-compose the same experiment with the same seed, so they collect the same rows and cut the same minibatches
-(checked: the rows' hash). A sampling thread reads the process's resident memory (psutil) every 10 ms and keeps
-the peak of each phase; the bytes saved for backward (autograd's saved tensors, the activations) are counted in
-the first minibatch. The table also gives the padded token cells each path computes, the largest difference of
-the old log-probs and of the first step's gradients (the numerics must agree within float rounding), and the
-load average of the machine it ran under: on a shared machine, times are only comparable inside one run.
+The old path is ``trainer.micro_batch_size=0`` and ``trainer.reuse_rollout_logprobs=false`` (whole-minibatch
+passes and a scoring pass after the rollout); the new one has ``--micro-batch-size`` rows a forward and keeps
+the torch engine's sampling log-probs as the old ones (``--no-reuse-rollout-logprobs`` rescores them in
+micro-batches instead). Each path runs in a fresh process (``--worker``), so its peak resident memory is its
+own. Both compose the same experiment with the same seed, so they collect the same rows and cut the same
+minibatches (checked: the rows' hash). A sampling thread reads the process's resident memory (psutil) every
+10 ms and keeps the peak of each phase; the bytes autograd holds for backward (the activations) are tracked in
+the first minibatch. Each phase has its wall time and the process's CPU time (``process_time``: less sensitive
+to other jobs on a shared machine). The table also gives the token cells each scoring pass computes, the
+largest difference of the old log-probs and of the first step's gradients (float rounding only), and the load
+average of the machine: on a shared machine, times are only comparable inside one run, and only roughly.
 """
 
 from __future__ import annotations
@@ -139,23 +142,24 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Pa
     times = {"load": time.perf_counter() - t_start}
 
     meter.enter("rollout")
-    t0 = time.perf_counter()
+    cpu = {}
+    t0, c0 = time.perf_counter(), time.process_time()
     gen = torch.Generator().manual_seed(iteration_seed(cfg.seed, 0))
     seeds = [cfg.seed * 10_000_000 + b for b in range(module.groups)]
     module.policy.eval()
     with torch.no_grad():
         batch, rollout = module.collector.collect(seeds, gen)
-    times["rollout"] = time.perf_counter() - t0
+    times["rollout"], cpu["rollout"] = time.perf_counter() - t0, time.process_time() - c0
 
     meter.enter("score")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with torch.no_grad():
         module._score(batch)
-    times["score"] = time.perf_counter() - t0
+    times["score"], cpu["score"] = time.perf_counter() - t0, time.process_time() - c0
     batch.advantages = module.estimator(batch).advantages.to(torch.float32)
 
     meter.enter("update")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     module.policy.train()
     optimizer = module.configure_optimizers()
     params = [p for p in module.policy.parameters() if p.requires_grad]
@@ -176,7 +180,7 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Pa
             torch.save(torch.cat([p.grad.flatten() for p in params]), out_dir / "grad.pt")
         torch.nn.utils.clip_grad_norm_(params, cfg.trainer.gradient_clip_val or float("inf"))
         optimizer.step()
-    times["update"] = time.perf_counter() - t0
+    times["update"], cpu["update"] = time.perf_counter() - t0, time.process_time() - c0
     peaks = meter.stop()
     torch.save(batch.old_logprobs, out_dir / "old_logprobs.pt")
     digest = hashlib.sha256()
@@ -191,6 +195,7 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Pa
         "scored_cells": 0 if reuse else padded_cells(batch, micro_batch_size),
         "rows_sha256": digest.hexdigest()[:16],
         "times_s": times,
+        "cpu_s": cpu,
         "peak_rss_bytes": {p: peaks.get(p, 0) for p in PHASES},
         "saved_for_backward_bytes": saved,
         "env_steps": rollout.get("rollout/env_steps", float(len(batch))),
@@ -200,7 +205,7 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Pa
 def run_path(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Path) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, __file__, "--worker", "--micro-batch-size", str(micro_batch_size)]
-    cmd += ["--reuse-rollout-logprobs"] if reuse else []
+    cmd += ["--reuse-rollout-logprobs" if reuse else "--no-reuse-rollout-logprobs"]
     cmd += ["--out-dir", str(out_dir), "--", *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -220,12 +225,12 @@ def report(old: dict, new: dict, diffs: dict, loads: tuple) -> str:
         f"{'rollout log-probs' if new['reuse_rollout_logprobs'] else 'rescored'}) | new / old |",
         "|---|---|---|---|",
     ]
-    for phase in PHASES[1:]:
-        a, b = old["times_s"][phase], new["times_s"][phase]
-        rows.append(f"| {phase} time (s) | {a:.1f} | {b:.1f} | {b / a:.2f} |")
-    a = sum(old["times_s"][p] for p in PHASES[1:])
-    b = sum(new["times_s"][p] for p in PHASES[1:])
-    rows.append(f"| **iteration time (s)** | {a:.1f} | {b:.1f} | {b / a:.2f} |")
+    for key, label in (("times_s", "wall"), ("cpu_s", "CPU")):
+        for phase in PHASES[1:]:
+            a, b = old[key][phase], new[key][phase]
+            rows.append(f"| {phase} {label} time (s) | {a:.1f} | {b:.1f} | {b / max(a, 1e-9):.2f} |")
+        a, b = (sum(path[key][p] for p in PHASES[1:]) for path in (old, new))
+        rows.append(f"| **iteration {label} time (s)** | {a:.1f} | {b:.1f} | {b / a:.2f} |")
     for phase in PHASES:
         a, b = old["peak_rss_bytes"][phase], new["peak_rss_bytes"][phase]
         rows.append(f"| {phase} peak RSS (GiB) | {gib(a)} | {gib(b)} | {b / a:.2f} |")
@@ -234,7 +239,7 @@ def report(old: dict, new: dict, diffs: dict, loads: tuple) -> str:
     a, b = old["saved_for_backward_bytes"], new["saved_for_backward_bytes"]
     rows.append(f"| saved for backward, 1st step (GiB) | {gib(a)} | {gib(b)} | {b / max(a, 1):.2f} |")
     a, b = old["scored_cells"], new["scored_cells"]
-    rows.append(f"| token cells in the old-log-prob pass | {a} | {b} | {b / a:.2f} |")
+    rows.append(f"| token cells in the old-log-prob pass | {a} | {b} | {b / max(a, 1):.2f} |")
     lines = [
         f"rows {old['rows']} (real tokens {old['real_tokens']}), minibatches {old['minibatches']}, "
         f"same rows: {old['rows_sha256'] == new['rows_sha256']}",
@@ -272,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = tuple(round(x, 2) for x in os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="bench_llm_") as tmp:
         old = run_path(overrides, 0, False, Path(tmp) / "old")
+        print(json.dumps({"old": old}), flush=True)  # kept even if the new path fails
         new = run_path(overrides, args.micro_batch_size, args.reuse_rollout_logprobs, Path(tmp) / "new")
         grads = [torch.load(Path(tmp) / p / "grad.pt") for p in ("old", "new")]
         logps = [torch.load(Path(tmp) / p / "old_logprobs.pt") for p in ("old", "new")]
