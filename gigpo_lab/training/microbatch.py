@@ -3,17 +3,17 @@
 One forward (and backward) over a whole minibatch keeps the activations of every row at once, every row padded
 to the longest prompt of the iteration. Here the rows go through the model a few at a time (``size`` rows, the
 config key ``trainer.micro_batch_size``), shortest first, and each chunk drops the columns that are padding in
-all of its rows, as verl's ``log_prob_micro_batch_size`` / ``ppo_micro_batch_size`` with its ``use_dynamic_bsz``
-length balancing, and TRL's ``per_device_train_batch_size`` with gradient accumulation, do::
+all of its rows, as verl's ``log_prob_micro_batch_size`` / ``ppo_micro_batch_size`` (with ``use_dynamic_bsz``
+length balancing) and TRL's ``per_device_train_batch_size`` with gradient accumulation do::
 
-    minibatch (N rows, P + R columns)        sorted by length, chunks of `size`, all-pad columns dropped
-    [pad pad pad p p p | r r r pad]          [p p p | r r]      chunk 0: 3 + 2 columns
-    [pad p p p p p p p | r r r r r]    ->    [p p p | r r r]
-    [p p p p p p p p p | r r pad pad]        [pad p p p p p p | r r r r r]   chunk 1: 9 + 5 columns
-    ...                                      [p p p p p p p p p | r r]
+    minibatch (". " = padding)              chunks of 2 rows, shortest first, all-padding columns dropped
+    a  [. . . . p p p | r r . . .]        chunk 0 = a, b:   a  [. p p p | r r .]
+    b  [. . . p p p p | r r r . .]                          b  [p p p p | r r r]
+    c  [. p p p p p p | r r r r .]        chunk 1 = c, d:   c  [. p p p p p p | r r r r .]
+    d  [p p p p p p p | r r r r r]                          d  [p p p p p p p | r r r r r]
 
-Positions come from the masks (``Policy.logprobs``), so dropping padding changes no row's log-probs beyond float
-rounding. The loss of a minibatch is reconstructed exactly: a chunk's loss is weighted by its share of the
+Positions come from the masks (``Policy.logprobs``), so dropping padding changes no row's log-probs beyond
+float rounding. The loss of a minibatch is reconstructed exactly: a chunk's loss is weighted by its share of the
 aggregation's units (tokens for ``token-mean``, non-empty rows for the ``seq-mean-*`` modes), so the weighted
 sum of the chunks' losses, and of their gradients, is the whole minibatch's. Rows that repeat another row
 (same prompt and response) are computed once and indexed back (``distinct_rows``).
@@ -56,7 +56,8 @@ def length_sorted_chunks(
     prompt_mask: torch.Tensor, response_mask: torch.Tensor, size: int
 ) -> list[torch.Tensor]:
     """Row indices (int64) in chunks of ``size`` rows, rows ordered by real length (prompt + response tokens,
-    stable), so that each chunk pads to a length close to its own rows'. ``size`` <= 0: one chunk of all rows."""
+    stable), so that each chunk pads to a length close to its own rows'. ``size`` <= 0: one chunk of all
+    rows."""
     n = prompt_mask.shape[0]
     if n == 0:
         return []
@@ -87,7 +88,8 @@ def distinct_rows(columns: Sequence[torch.Tensor], enabled: bool = True) -> tupl
 def chunked_logprobs(
     scorer, columns: Sequence[torch.Tensor], size: int, temperature: float, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``scorer.logprobs`` of all rows: each distinct row once, ``size`` rows a forward, padding trimmed per chunk.
+    """``scorer.logprobs`` of all rows: each distinct row once, ``size`` rows a forward, padding trimmed per
+    chunk.
 
     Args:
         scorer: anything with ``Policy.logprobs`` (the policy, or the frozen reference).
@@ -130,13 +132,15 @@ def microbatched_loss(
         backward: back-propagates one chunk's weighted loss (Lightning's strategy, or ``Tensor.backward``).
         distinct: compute each distinct row once (``trainer.distinct_rows``); False: every row.
     Returns:
-        the last chunk's weighted loss (0-dim, with grad), and the whole minibatch's ``LossOutput`` (detached).
+        the last chunk's weighted loss (0-dim, with grad), and the whole minibatch's ``LossOutput``
+        (detached).
     """
     try:
         units = AGGREGATION_UNITS[loss_fn.aggregation](mb.response_mask)
     except KeyError:
         raise ValueError(
-            f"loss.aggregation={loss_fn.aggregation!r} has no micro-batch weights; known: {list(AGGREGATION_UNITS)}"
+            f"loss.aggregation={loss_fn.aggregation!r} has no micro-batch weights; "
+            f"known: {list(AGGREGATION_UNITS)}"
         ) from None
     tokens = mb.response_mask.sum(1).float()
     total_units, total_tokens = units.sum().clamp_min(1.0), tokens.sum().clamp_min(1.0)
