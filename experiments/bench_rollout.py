@@ -251,10 +251,25 @@ def main() -> None:
         result = measure(runs, args)
         if vllm is not None:
             vllm.close()
-    small = None
-    if args.smollm2:
+    n = args.groups * args.group_size
+    print(
+        f"tiny-qwen2 ({sum(p.numel() for p in hf.parameters()):,} params): batch {n} rows (B={args.groups} x "
+        f"G={args.group_size}), {args.max_turns} turns; tiny-gpt: {sum(p.numel() for p in tiny.parameters()):,} "
+        f"params, 1 new token. FrozenLake prompts, history {args.history_window}, {args.max_new_tokens} new "
+        f"tokens, temperature {args.temperature}, top_p {args.top_p}, {args.threads} torch threads; "
+        f"{args.repeats} repeats after a warm-up, engines interleaved\n"
+    )
+    print("| model | engine | metric | min / median / max | median vs HF generate |")
+    print("|---|---|---|---|---|")
+    for line in table("tiny-qwen2", {k: v for k, v in result.items() if k != "tiny"}):
+        print(line)
+    for line in table("tiny-gpt", {"tiny": result["tiny"]}):
+        print(line, flush=True)
+    if args.smollm2:  # printed after the tiny rows, so that those survive a slow or interrupted SmolLM2 part
         small_runs = smollm2_runs(args, sampling)
-        if small_runs is not None:
+        if small_runs is None:
+            print("smollm2-135m: not installed (make smollm)")
+        else:
             small_args = argparse.Namespace(
                 **{
                     **vars(args),
@@ -263,42 +278,17 @@ def main() -> None:
                     "max_turns": args.smollm2_turns,
                 }
             )
-            small = measure(small_runs, small_args)
-    load_after = os.getloadavg()
-
-    n = args.groups * args.group_size
-    print(
-        f"tiny-qwen2 ({sum(p.numel() for p in hf.parameters()):,} params): batch {n} rows (B={args.groups} x "
-        f"G={args.group_size}), {args.max_turns} turns; tiny-gpt: {sum(p.numel() for p in tiny.parameters()):,} "
-        f"params, 1 new token. FrozenLake prompts, history {args.history_window}, {args.max_new_tokens} new "
-        f"tokens, temperature {args.temperature}, top_p {args.top_p}, {args.threads} torch threads; "
-        f"{args.repeats} repeats after a warm-up, engines interleaved"
-    )
-    if args.smollm2:
-        print(
-            "smollm2-135m: "
-            + (
-                "not installed (make smollm)"
-                if small is None
-                else f"batch {args.smollm2_groups * args.smollm2_group_size} rows (B={args.smollm2_groups} x "
-                f"G={args.smollm2_group_size}), {args.smollm2_turns} turns"
+            for line in table("smollm2-135m", measure(small_runs, small_args)):
+                print(line)
+            print(
+                f"smollm2-135m: batch {args.smollm2_groups * args.smollm2_group_size} rows (B={args.smollm2_groups}"
+                f" x G={args.smollm2_group_size}), {args.smollm2_turns} turns"
             )
-        )
-    print()
-    print("| model | engine | metric | min / median / max | median vs HF generate |")
-    print("|---|---|---|---|---|")
-    for line in table("tiny-qwen2", {k: v for k, v in result.items() if k != "tiny"}):
-        print(line)
-    for line in table("tiny-gpt", {"tiny": result["tiny"]}):
-        print(line)
-    if small is not None:
-        for line in table("smollm2-135m", small):
-            print(line)
     if "vllm" not in result:
         print("\nvllm: not installed (run from .venv-vllm for the vLLM rows)")
     print(
         f"\nload average (1, 5, 15 min) before {tuple(round(x, 2) for x in load_before)}, after "
-        f"{tuple(round(x, 2) for x in load_after)}; {os.cpu_count()} cores"
+        f"{tuple(round(x, 2) for x in os.getloadavg())}; {os.cpu_count()} cores"
     )
 
 
