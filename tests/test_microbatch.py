@@ -145,9 +145,10 @@ def test_chunked_scoring_equals_one_whole_pass(model_dir, size, lora):
 
 
 @pytest.mark.parametrize("aggregation", AGGREGATIONS)
-@pytest.mark.parametrize("size", [1, 3])
-def test_micro_batched_loss_and_gradients_equal_the_whole_minibatch(model_dir, aggregation, size):
-    """Loss, every logged part and every parameter's gradient, with KL and entropy terms on."""
+@pytest.mark.parametrize(("size", "distinct"), [(1, True), (3, True), (3, False)])
+def test_micro_batched_loss_and_gradients_equal_the_whole_minibatch(model_dir, aggregation, size, distinct):
+    """Loss, every logged part and every parameter's gradient, with KL and entropy terms on; repeated rows once
+    (``distinct``) or each on its own."""
     policy = build_hf_policy(str(model_dir))
     batch = _batch(policy)
     loss_fn = PolicyLoss(
@@ -164,7 +165,9 @@ def test_micro_batched_loss_and_gradients_equal_the_whole_minibatch(model_dir, a
     whole_grads = _grads(policy)
 
     policy.zero_grad(set_to_none=True)
-    last, micro = microbatched_loss(policy, loss_fn, batch, size, 0.7, torch.Tensor.backward)
+    last, micro = microbatched_loss(
+        policy, loss_fn, batch, size, 0.7, torch.Tensor.backward, distinct=distinct
+    )
     last.backward()
     assert 0.0 < float(whole.clipfrac) < 1.0  # the clip is active on some tokens, not all
     for key in ("loss", "pg_loss", "kl", "entropy", "clipfrac", "approx_kl"):
