@@ -147,7 +147,9 @@ def measure(runs: dict[str, tuple[object, object]], args) -> dict[str, dict[str,
 
 def spread(rates: list[float]) -> str:
     """``min / median / max`` of the repeats' rates."""
-    return f"{min(rates):,.0f} / {statistics.median(rates):,.0f} / {max(rates):,.0f}"
+    return " / ".join(
+        f"{r:,.0f}" if r >= 100 else f"{r:.3g}" for r in (min(rates), statistics.median(rates), max(rates))
+    )
 
 
 def table(title: str, result: dict[str, dict[str, list[float]]], baseline: str = "hf") -> list[str]:
