@@ -37,15 +37,28 @@ def _register_resolver() -> None:
 _register_resolver()
 
 
-def register_schemas() -> None:
-    """Store every structured-config schema (estimator, rollout, loss) in Hydra's ConfigStore."""
-    from gigpo_lab.advantages.schema import register_configs as register_estimators
-    from gigpo_lab.rollout.schema import register_configs as register_rollout
-    from gigpo_lab.training.schema import register_configs as register_loss
+#: Modules whose ``SCHEMAS`` ({"<group>/<option>": dataclass}) type the options of the config groups.
+SCHEMA_MODULES = (
+    "gigpo_lab.advantages.schema",
+    "gigpo_lab.rollout.schema",
+    "gigpo_lab.training.schema",
+)
+#: The ConfigStore group that holds the schemas: ``schema/<group>/<option>``, never listed as an option of
+#: ``<group>``. An option extends its schema with ``defaults: [/schema/<group>/<option>@_here_, _self_]``.
+SCHEMA_ROOT = "schema"
 
-    register_estimators()
-    register_rollout()
-    register_loss()
+
+def register_schemas() -> None:
+    """Store every structured-config schema in Hydra's ConfigStore under ``schema/<group>`` (idempotent)."""
+    import importlib
+
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for module in SCHEMA_MODULES:
+        for key, node in importlib.import_module(module).SCHEMAS.items():
+            group, name = key.rsplit("/", 1)
+            store.store(group=f"{SCHEMA_ROOT}/{group}", name=name, node=node)
 
 
 def compose_config(overrides: list[str] | tuple[str, ...] = (), return_hydra_config: bool = False):

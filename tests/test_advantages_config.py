@@ -14,7 +14,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from gigpo_lab.advantages import available_estimators, build_estimator, get_estimator_class
-from gigpo_lab.advantages.schema import SCHEMAS, register_configs
+from gigpo_lab.advantages.schema import SCHEMAS
+from gigpo_lab.config_paths import register_schemas
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 NAMES = available_estimators()
@@ -23,7 +24,7 @@ KL_IN_REWARD = {"grpo": False, "gigpo": False, "gigpo_step_index": False, "rloo"
 
 def compose_estimator(name: str, overrides=(), config_dir: Path = CONF):
     """Compose ``estimator=<name>`` on its own (no primary config needed)."""
-    register_configs()
+    register_schemas()
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         return compose(config_name=None, overrides=[f"+estimator={name}", *overrides]).estimator
 
@@ -35,7 +36,7 @@ def signature_defaults(name: str) -> dict:
 
 def test_every_registered_estimator_has_a_config_and_a_schema():
     assert sorted(p.stem for p in (CONF / "estimator").glob("*.yaml")) == sorted(NAMES)
-    assert sorted(SCHEMAS) == sorted(f"{n}_schema" for n in NAMES)
+    assert sorted(SCHEMAS) == sorted(f"estimator/{n}" for n in NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -50,8 +51,8 @@ def test_config_instantiates_the_registered_class_with_its_defaults(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_yaml_schema_and_constructor_agree_on_keys_and_defaults(name):
     yaml = OmegaConf.to_container(OmegaConf.load(CONF / "estimator" / f"{name}.yaml"))
-    assert yaml.pop("defaults") == [f"{name}_schema", "_self_"]
-    schema = {f.name: f.default for f in dataclasses.fields(SCHEMAS[f"{name}_schema"])}
+    assert yaml.pop("defaults") == [f"/schema/estimator/{name}@_here_", "_self_"]
+    schema = {f.name: f.default for f in dataclasses.fields(SCHEMAS[f"estimator/{name}"])}
     assert (
         yaml["_target_"]
         == schema["_target_"]
@@ -86,7 +87,7 @@ def test_a_misspelt_key_fails_at_compose_time(tmp_path):
     """A YAML option that inherits the schema cannot add a key silently, nor can an override."""
     (tmp_path / "estimator").mkdir()
     (tmp_path / "estimator" / "typo.yaml").write_text(
-        "defaults:\n  - gigpo_schema\n  - _self_\n\nstep_advantge_weight: 0.5\n"
+        "defaults:\n  - /schema/estimator/gigpo@_here_\n  - _self_\n\nstep_advantge_weight: 0.5\n"
     )
     with pytest.raises(ConfigCompositionException, match="step_advantge_weight"):
         compose_estimator("typo", config_dir=tmp_path)

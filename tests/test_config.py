@@ -51,6 +51,22 @@ def test_unknown_option_lists_the_valid_ones(override):
     assert "Available options" in str(err.value)
 
 
+@pytest.mark.parametrize("group", ["estimator", "rollout", "loss"])
+def test_option_lists_show_only_real_options(group):
+    """The schemas live in ``schema/<group>``: a typo lists the YAML options and nothing else."""
+    with pytest.raises(ConfigCompositionException) as err:
+        compose_config([f"{group}=nope"])
+    text = str(err.value).split(f"Available options in '{group}':")[1].split("Config search path")[0]
+    listed = {line.strip() for line in text.splitlines() if line.strip()}
+    assert listed == {p.stem for p in (conf_dir() / group).glob("*.yaml")}
+
+
+@pytest.mark.parametrize("override", ["estimator=gigpo_schema", "loss=ppo_schema", "rollout=torch_schema"])
+def test_a_schema_is_not_an_option(override):
+    with pytest.raises(ConfigCompositionException, match="Could not find"):
+        compose_config([override])
+
+
 @pytest.mark.parametrize(
     ("group", "typo"),
     [("estimator", "step_advantge_weight"), ("loss", "clip_lo"), ("rollout", "temprature")],

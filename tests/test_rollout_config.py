@@ -12,9 +12,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue
 
+from gigpo_lab.config_paths import register_schemas
 from gigpo_lab.policy import HFPolicy, TinyPolicy
 from gigpo_lab.rollout import TorchEngine
-from gigpo_lab.rollout.schema import register_configs
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down"]
@@ -22,7 +22,7 @@ VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down"]
 
 def compose_groups(tmp_path: Path, model: str, overrides=(), extra: str = ""):
     """Compose ``model`` and ``rollout: torch`` from conf/ under a primary config written to tmp_path."""
-    register_configs()
+    register_schemas()
     (tmp_path / "primary.yaml").write_text(
         f"defaults:\n  - model: {model}\n  - rollout: torch\n  - _self_\nseed: 5\n{extra}"
     )

@@ -1,10 +1,10 @@
 """Typed schemas of the ``estimator`` config group, stored in Hydra's ConfigStore.
 
-Each ``conf/estimator/<name>.yaml`` starts with ``defaults: [<name>_schema, _self_]``, so a misspelt key
+Each ``conf/estimator/<name>.yaml`` starts with ``defaults: [/schema/estimator/<name>@_here_, _self_]``
+(``gigpo_lab.config_paths.register_schemas`` stores them there, out of the option list), so a misspelt key
 (``step_advantge_weight``) fails when the config is composed instead of silently adding a key. Values
 are checked by the estimator's constructor, which lists the allowed ones, when the trainer instantiates
-it (before the first rollout). Call ``register_configs()`` before composing (``gigpo_lab.config_paths``
-does). This module imports Hydra; ``gigpo_lab.advantages`` itself does not import it.
+it (before the first rollout). This module imports Hydra; ``gigpo_lab.advantages`` itself does not import it.
 
 Every field's default equals the estimator's constructor default (a test checks it), and
 ``kl_in_reward`` carries the estimator's KL default for the loss (ALGORITHMS.md, "The loss").
@@ -89,20 +89,11 @@ class GiGPOStepIndexSchema:
     kl_in_reward: bool = False
 
 
-#: ConfigStore name -> schema; the YAML option ``<name>`` inherits from ``<name>_schema``.
+#: ``"estimator/<option>"`` -> schema; ``conf/estimator/<option>.yaml`` extends ``/schema/estimator/<option>``.
 SCHEMAS: dict[str, type] = {
-    "grpo_schema": GRPOSchema,
-    "rloo_schema": RLOOSchema,
-    "reinforce_pp_schema": ReinforcePPSchema,
-    "gigpo_schema": GiGPOSchema,
-    "gigpo_step_index_schema": GiGPOStepIndexSchema,
+    "estimator/grpo": GRPOSchema,
+    "estimator/rloo": RLOOSchema,
+    "estimator/reinforce_pp": ReinforcePPSchema,
+    "estimator/gigpo": GiGPOSchema,
+    "estimator/gigpo_step_index": GiGPOStepIndexSchema,
 }
-
-
-def register_configs() -> None:
-    """Store every estimator schema in Hydra's ConfigStore, group ``estimator`` (idempotent)."""
-    from hydra.core.config_store import ConfigStore
-
-    store = ConfigStore.instance()
-    for name, node in SCHEMAS.items():
-        store.store(group="estimator", name=name, node=node)

@@ -221,7 +221,10 @@ def _lineage(group_dir: Path, name: str) -> tuple[list[CommentedYaml], list[str]
         files.append(parsed)
         for value, _ in _defaults_list(parsed):
             if isinstance(value, str) and value != "_self_":
-                (todo if (group_dir / f"{value}.yaml").is_file() else schemas).append(value)
+                if value.startswith("/"):  # /schema/<group>/<option>@_here_: a ConfigStore schema
+                    schemas.append(value.split("@")[0].lstrip("/"))
+                else:
+                    todo.append(value)
     return files, schemas
 
 
@@ -247,10 +250,10 @@ def group_option(group: str, path: Path) -> Option:
     raw = OmegaConf.to_container(node, resolve=False)
     notes, field_docs = [], {}
     for schema in schemas:
-        cls = OmegaConf.get_type(ConfigStore.instance().load(f"{group}/{schema}.yaml").node)
+        cls = OmegaConf.get_type(ConfigStore.instance().load(f"{schema}.yaml").node)
         field_docs.update(_schema_docs(cls))
         notes.append(
-            f"Typed schema `{schema}` (`{cls.__module__}.{cls.__qualname__}`): a misspelt key fails when "
+            f"Typed schema `{cls.__module__}.{cls.__qualname__}`: a misspelt key or a bad value fails when "
             "the config is composed."
         )
     for value, _ in _defaults_list(parsed):

@@ -1,6 +1,6 @@
 """Typed schema for the ``rollout`` config group, so that a misspelt key fails when the config is composed.
 
-``conf/rollout/torch.yaml`` starts with ``defaults: [torch_schema, _self_]``. The trainer builds the engine
+``conf/rollout/torch.yaml`` starts with ``defaults: [/schema/rollout/torch@_here_, _self_]``. The trainer builds the engine
 with ``instantiate(cfg.rollout.engine)(policy=policy)`` and reads the collection sizes for the ``Collector``.
 """
 
@@ -49,8 +49,5 @@ class RolloutConfig:
     max_env_error_rate: float = 0.05
 
 
-def register_configs() -> None:
-    """Store ``rollout/torch_schema`` in Hydra's ConfigStore (idempotent)."""
-    from hydra.core.config_store import ConfigStore
-
-    ConfigStore.instance().store(group="rollout", name="torch_schema", node=RolloutConfig)
+#: ``"rollout/<option>"`` -> schema (stored as ``schema/rollout/<option>``).
+SCHEMAS: dict[str, type] = {"rollout/torch": RolloutConfig}

@@ -20,7 +20,5 @@ class LossConfig:
     entropy_coef: float = 0.01
 
 
-def register_configs() -> None:
-    from hydra.core.config_store import ConfigStore
-
-    ConfigStore.instance().store(group="loss", name="ppo_schema", node=LossConfig)
+#: ``"loss/<option>"`` -> schema (stored as ``schema/loss/<option>``).
+SCHEMAS: dict[str, type] = {"loss/ppo": LossConfig}
