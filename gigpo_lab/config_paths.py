@@ -40,8 +40,11 @@ _register_resolver()
 #: Modules whose ``SCHEMAS`` ({"<group>/<option>": dataclass}) type the options of the config groups.
 SCHEMA_MODULES = (
     "gigpo_lab.advantages.schema",
+    "gigpo_lab.envs.schema",
+    "gigpo_lab.policy.schema",
     "gigpo_lab.rollout.schema",
     "gigpo_lab.training.schema",
+    "gigpo_lab.tracking.schema",
 )
 #: The ConfigStore group that holds the schemas: ``schema/<group>/<option>``, never listed as an option of
 #: ``<group>``. An option extends its schema with ``defaults: [/schema/<group>/<option>@_here_, _self_]``.

@@ -7,13 +7,21 @@ are checked by the estimator's constructor, which lists the allowed ones, when t
 it (before the first rollout). This module imports Hydra; ``gigpo_lab.advantages`` itself does not import it.
 
 Every field's default equals the estimator's constructor default (a test checks it), and
-``kl_in_reward`` carries the estimator's KL default for the loss (ALGORITHMS.md, "The loss").
+``kl_in_reward`` carries the estimator's KL default for the loss (ALGORITHMS.md, "The loss"). Choice fields
+are Enums built from the constants the constructors check, so a bad value fails at compose time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
+
+from gigpo_lab.advantages.base import MODES, NORMALIZE_OVER, SINGLETON_POLICIES
+from gigpo_lab.choices import choice_enum
+
+Mode = choice_enum("Mode", MODES, __name__)
+NormalizeOver = choice_enum("NormalizeOver", NORMALIZE_OVER, __name__)
+Singleton = choice_enum("Singleton", SINGLETON_POLICIES, __name__)
 
 
 @dataclass
@@ -22,15 +30,15 @@ class GRPOSchema:
 
     _target_: str = "gigpo_lab.advantages.grpo.GRPO"
     #: mean_norm | mean_std_norm. mean_norm: x - mean; mean_std_norm: (x - mean) / (std + epsilon), unbiased std.
-    mode: str = "mean_norm"
+    mode: Mode = Mode.mean_norm
     #: rows | trajectories: every step row enters the group statistics, or one R(tau) per trajectory.
-    normalize_over: str = "rows"
+    normalize_over: NormalizeOver = NormalizeOver.rows
     #: p >= 0, subtracted from the score of each row whose action could not be parsed (paper: 0.1).
     invalid_action_penalty: float = 0.1
     #: epsilon > 0 added to the std in mean_std_norm.
     epsilon: float = 1e-6
     #: raw | zero: a group with one statistics entry gets its raw score (verl-agent) or 0 (ROLL, Trinity-RFT).
-    episode_singleton: str = "raw"
+    episode_singleton: Singleton = Singleton.raw
     #: false: the loss adds the KL as a loss term (the default for grpo); true: KL is subtracted from the reward.
     kl_in_reward: bool = False
 
@@ -69,7 +77,7 @@ class GiGPOSchema(GRPOSchema):
     #: gamma in [0, 1], discount of the step return (paper: 0.95; verl-agent's own default is 1.0).
     gamma: float = 0.95
     #: zero | raw: a step group of one row gets 0 (ALGORITHMS.md) or its own return.
-    step_singleton: str = "zero"
+    step_singleton: Singleton = Singleton.zero
     #: null (exact anchor ids) or a difflib ratio in (0, 1) for clustering text anchors (needs anchor_texts).
     anchor_similarity_threshold: Optional[float] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
 

@@ -6,10 +6,11 @@ Nothing in CONFIG.md is written by hand. For every config group (each folder of 
 - **type**: from the typed schema where the group has one (the composed config's typed nodes), else from
   the default value (an interpolation is resolved to find it);
 - **default**: the option's value as Hydra composes it (``compose_config``), unresolved;
-- **allowed**: the schema's Enum values, else the values the code checks (``collect.KNOWN_CHOICES``, the
-  constants the constructors validate against), else the ``a | b | c`` alternatives the key's comment lists;
-- **meaning**: the key's YAML comment (``comments.py``: the lines above the key and the inline comment),
-  or a schema field's ``#:`` comment.
+- **allowed**: the schema's Enum values (built from the constants the constructors check), else the
+  ``a | b | c`` alternatives the key's comment lists (untyped files: experiments, sweeps, hydra);
+- **meaning**: the schema field's ``#:`` comment (each key is documented once, in its schema), followed by
+  the option's own short YAML comment where it gives one ("Here: ..."); in untyped files, the key's YAML
+  comment (``comments.py``: the lines above the key and the inline comment).
 
 New groups, options and keys appear without any change here. ``gigpo-lab docs --check`` exits 1 when the
 committed file differs from what is generated (the test suite runs it). Modules: ``comments`` (YAML

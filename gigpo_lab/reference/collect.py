@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import importlib
 import inspect
 import re
 from pathlib import Path
@@ -19,17 +18,11 @@ from typing import Any
 from gigpo_lab.config_paths import config_root
 from gigpo_lab.reference.comments import CommentedYaml, Key, dotted, parse_file
 
-#: (group, dotted key) -> "module:CONSTANT": the values the code accepts for that key (its checks use them).
-KNOWN_CHOICES: dict[tuple[str, str], str] = {
-    ("estimator", "mode"): "gigpo_lab.advantages.base:MODES",
-    ("estimator", "normalize_over"): "gigpo_lab.advantages.base:NORMALIZE_OVER",
-    ("estimator", "episode_singleton"): "gigpo_lab.advantages.base:SINGLETON_POLICIES",
-    ("estimator", "step_singleton"): "gigpo_lab.advantages.base:SINGLETON_POLICIES",
-    ("loss", "aggregation"): "gigpo_lab.training.loss:AGGREGATIONS",
-    ("loss", "kl_estimator"): "gigpo_lab.training.loss:KL_ESTIMATORS",
-    ("env", "success_on"): "gigpo_lab.envs.gym_discrete:SUCCESS_MODES",
-    ("model", "dtype"): "gigpo_lab.policy.hf:DTYPES",
-    ("model", "prompt_source"): "gigpo_lab.policy.tiny:PROMPT_SOURCES",
+#: Hydra's own keys of an instantiable node, with their meaning.
+HYDRA_KEYS: dict[str, str] = {
+    "_target_": "The class or function that Hydra's instantiate calls with the other keys.",
+    "_partial_": "true: instantiate returns a partial; the trainer passes the remaining arguments.",
+    "_convert_": "all: Hydra passes lists and dicts as plain Python containers.",
 }
 #: Folders of the config root (beside conf/) whose files are `# @package _global_` override files.
 GLOBAL_GROUPS = ("experiments", "sweeps")
@@ -69,15 +62,6 @@ class Reference:
     run_keys: list[Row]
     hydra_keys: list[Row]
     groups: dict[str, list[Option]]
-
-
-def known_choices(group: str, key: str) -> tuple[str, ...] | None:
-    """The values the code accepts for ``group``'s ``key`` (``KNOWN_CHOICES``), or None."""
-    ref = KNOWN_CHOICES.get((group.split("/")[0], key))
-    if ref is None:
-        return None
-    module, attr = ref.split(":")
-    return tuple(str(v) for v in getattr(importlib.import_module(module), attr))
 
 
 def _strip_parens(text: str) -> str:
@@ -135,10 +119,16 @@ def flow(value: object) -> str:
     return '""' if value == "" else plain(value)
 
 
-def _schema_docs(cls: type | None) -> dict[str, str]:
-    """The ``#:`` comments above the fields of a dataclass schema and its bases."""
+def _schema_docs(cls: type | None, prefix: str = "") -> dict[str, str]:
+    """The ``#:`` comments above the fields of a dataclass schema and its bases, by dotted key; the fields of
+    a nested dataclass field (``lora.r``) too, and the docstring of its type for the field itself unless it has
+    its own ``#:`` comment."""
+    import typing
+
     docs: dict[str, str] = {}
-    for klass in reversed(getattr(cls, "__mro__", ())):
+    if not dataclasses.is_dataclass(cls):
+        return docs
+    for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):
             continue
         pending: list[str] = []
@@ -148,8 +138,14 @@ def _schema_docs(cls: type | None) -> dict[str, str]:
                 pending.append(text[2:].strip())
             elif m := re.match(r"(\w+)\s*:", text):
                 if pending:
-                    docs[m.group(1)] = " ".join(pending)
+                    docs[prefix + m.group(1)] = " ".join(pending)
                 pending = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        kind = hints.get(f.name)
+        if dataclasses.is_dataclass(kind):
+            docs.setdefault(prefix + f.name, " ".join((kind.__doc__ or "").split()))
+            docs.update(_schema_docs(kind, f"{prefix}{f.name}."))
     return docs
 
 
@@ -247,7 +243,7 @@ def group_option(group: str, path: Path) -> Option:
     cfg = compose_config([f"{group}={name}"])
     package = parsed.package or group.replace("/", ".")
     node = OmegaConf.select(cfg, package)
-    raw = OmegaConf.to_container(node, resolve=False)
+    raw = OmegaConf.to_container(node, resolve=False, enum_to_str=True)
     notes, field_docs = [], {}
     for schema in schemas:
         cls = OmegaConf.get_type(ConfigStore.instance().load(f"{schema}.yaml").node)
@@ -269,20 +265,31 @@ def group_option(group: str, path: Path) -> Option:
     flat = sorted(enumerate(_flatten(node)), key=lambda x: order.get(x[1][0], len(order) + x[0]))
     rows = []
     for _, (key_path, child) in flat:
-        if key_path in inherited and key_path not in own:
-            continue
+        if key_path not in own and (key_path in inherited or len(lineage) > 1):
+            continue  # an option that extends another one of its group lists only what it changes
         if isinstance(key_path[-1], int):
             continue  # an item of a list of mappings: its keys have rows
         key = dotted(key_path)
-        meaning = next((c[key_path] for c in comments if c.get(key_path)), "") or field_docs.get(key, "")
+        meaning = _meaning(key, field_docs, next((c[key_path] for c in comments if c.get(key_path)), ""))
         value = _index(raw, key_path)
         type_ = _node_type(cfg, f"{package}.{key}", child)
-        choices = _enum_choices(child) or known_choices(group, key)
+        choices = _enum_choices(child)
         if choices is None and type_ not in ("bool", "mapping", "list"):
             choices = comment_choices(meaning, value)
         default = "" if _holds_mappings(child) and value else flow(value)
         rows.append(Row(key, type_, default, ", ".join(f"`{c}`" for c in choices or ()), meaning))
     return Option(group, name, path, parsed, rows, notes)
+
+
+def _meaning(key: str, field_docs: dict[str, str], comment: str) -> str:
+    """A key's schema doc (or Hydra's meaning of ``_target_``-like keys), then the option's own short note."""
+    doc = field_docs.get(key) or HYDRA_KEYS.get(key.rsplit(".", 1)[-1], "")
+    parent = key.rsplit(".", 1)[0] if "." in key else ""
+    if not doc and parent in field_docs:
+        doc = f"An entry of `{parent}`."
+    if doc and comment:
+        return f"{doc} Here: {comment}"
+    return doc or comment
 
 
 def _enum_choices(node) -> tuple[str, ...] | None:

