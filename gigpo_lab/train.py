@@ -154,7 +154,7 @@ def _build_module(cfg: DictConfig):
     from hydra.utils import instantiate
 
     from gigpo_lab.advantages import check_requirements
-    from gigpo_lab.rollout.collector import DEFAULT_MAX_ENV_ERROR_RATE, Collector
+    from gigpo_lab.rollout.collector import Collector
     from gigpo_lab.training.module import GiGPOModule
 
     if cfg.trainer.num_threads:
@@ -176,7 +176,7 @@ def _build_module(cfg: DictConfig):
         engine,
         groups=cfg.rollout.groups,
         group_size=cfg.rollout.group_size,
-        max_env_error_rate=cfg.rollout.get("max_env_error_rate", DEFAULT_MAX_ENV_ERROR_RATE),
+        max_env_error_rate=cfg.rollout.max_env_error_rate,
     )
     return GiGPOModule(
         policy,
