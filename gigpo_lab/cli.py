@@ -21,7 +21,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gigpo_lab.tracking.import_metrics:main",
         "send what a run kept in mlflow_unsent_*.jsonl while its MLflow store was unreachable",
     ),
-    "docs": ("gigpo_lab.reference:main", "write docs/CONFIG.md from the configs (--check: exit 1 if stale)"),
+    "export": (
+        "gigpo_lab.policy.export:main",
+        "a checkpoint's HF policy as a Hugging Face model folder: gigpo-lab export CKPT OUT",
+    ),
+    "docs": ("gigpo_lab.configdoc:main", "write docs/CONFIG.md from the configs (--check: exit 1 if stale)"),
 }
 
 USAGE = "usage: gigpo-lab <command> [args…]\n\ncommands:\n" + "\n".join(

@@ -61,7 +61,7 @@ def test_yaml_schema_and_constructor_agree_on_keys_and_defaults(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_schema_field_is_documented(name):
-    from gigpo_lab.reference.collect import _schema_docs
+    from gigpo_lab.configdoc.collect import _schema_docs
 
     docs = _schema_docs(SCHEMAS[f"estimator/{name}"])
     assert set(docs) == set(signature_defaults(name))

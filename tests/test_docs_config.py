@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from gigpo_lab import reference
+from gigpo_lab import configdoc
 from gigpo_lab.config_paths import SCHEMA_MODULES, config_root
-from gigpo_lab.reference import generate, main
-from gigpo_lab.reference.collect import comment_choices
-from gigpo_lab.reference.comments import dotted, missing_comments, parse, parse_file
+from gigpo_lab.configdoc import generate, main
+from gigpo_lab.configdoc.collect import comment_choices
+from gigpo_lab.configdoc.comments import dotted, missing_comments, parse, parse_file
 
 ROOT = config_root()
 CONFIG_MD = ROOT / "docs" / "CONFIG.md"
@@ -39,7 +39,7 @@ def test_config_md_is_what_gigpo_lab_docs_generates(capsys):
 
 
 def test_check_fails_on_a_stale_file_and_says_how_to_fix_it(tmp_path, capsys, generated, monkeypatch):
-    monkeypatch.setattr(reference, "generate", lambda: generated)
+    monkeypatch.setattr(configdoc, "generate", lambda: generated)
     stale = tmp_path / "CONFIG.md"
     stale.write_text(generated.replace("| `gamma` |", "| `gama` |"))
     assert main(["--check", "--out", str(stale)]) == 1

@@ -78,3 +78,16 @@ def test_export_command_line(model_dir, tmp_path):
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert (tmp_path / "x" / "config.json").is_file() and "from_pretrained" in run.stdout
+
+
+def test_gigpo_lab_export_subcommand(model_dir, tmp_path, capsys):
+    """``gigpo-lab export CKPT OUT`` is the same command as ``python -m gigpo_lab.policy.export``."""
+    from gigpo_lab import cli
+
+    policy = build_hf_policy(str(model_dir))
+    torch.save(
+        {"state_dict": {f"policy.{k}": v for k, v in policy.state_dict().items()}}, tmp_path / "f.ckpt"
+    )
+    assert cli.main(["export", str(tmp_path / "f.ckpt"), str(tmp_path / "x")]) == 0
+    assert (tmp_path / "x" / "config.json").is_file() and "from_pretrained" in capsys.readouterr().out
+    assert "export" in cli.USAGE

@@ -6,8 +6,9 @@ policy saves how it was built (base folder, dtype, LoRA settings) as its extra s
 
 Usage::
 
-    python -m gigpo_lab.policy.export outputs/<date>/<time>/checkpoints/last.ckpt exported/
-    python -m gigpo_lab.policy.export last.ckpt exported/ --base-path /moved/base/model
+    gigpo-lab export outputs/<date>/<time>/checkpoints/last.ckpt exported/
+    gigpo-lab export last.ckpt exported/ --base-path /moved/base/model
+    python -m gigpo_lab.policy.export last.ckpt exported/   # the same
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def export_hf(ckpt_path: str | Path, out_dir: str | Path, base_path: str | None 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """``gigpo-lab export CKPT OUT [--base-path DIR]`` (also ``python -m gigpo_lab.policy.export``)."""
+    parser = argparse.ArgumentParser(prog="gigpo-lab export", description=__doc__.splitlines()[0])
     parser.add_argument("ckpt_path", help="Lightning checkpoint (e.g. <output_dir>/checkpoints/last.ckpt)")
     parser.add_argument("out_dir", help="folder to write the Hugging Face model to")
     parser.add_argument("--base-path", default=None, help="base model folder, if it moved since training")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gigpo_lab.config_paths import config_root
-from gigpo_lab.reference.comments import CommentedYaml, Key, dotted, parse_file
+from gigpo_lab.configdoc.comments import CommentedYaml, Key, dotted, parse_file
 
 #: Hydra's own keys of an instantiable node, with their meaning.
 HYDRA_KEYS: dict[str, str] = {

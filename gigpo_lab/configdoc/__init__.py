@@ -35,8 +35,8 @@ def default_output() -> Path | None:
 
 def generate() -> str:
     """The text of CONFIG.md for the current configs."""
-    from gigpo_lab.reference.collect import collect
-    from gigpo_lab.reference.render import render
+    from gigpo_lab.configdoc.collect import collect
+    from gigpo_lab.configdoc.render import render
 
     return render(collect())
 
