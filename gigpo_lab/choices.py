@@ -4,7 +4,8 @@ A schema field typed with such an Enum makes OmegaConf refuse any other value wh
 listing the valid ones (``Invalid value 'mean_nrom', expected one of [mean_norm, mean_std_norm]``). The
 members are ``StrEnum``s whose names equal their values (OmegaConf matches a config string to a member
 name, so ``token-mean`` and ``32-true`` work too), so the constructors receive values that compare, hash
-and print like the plain strings they check against.
+and print like the plain strings they check against. Store ``str(value)`` where a value is saved in a
+checkpoint: ``torch.load(weights_only=True)`` loads plain strings, not Enum members.
 """
 
 from __future__ import annotations

@@ -257,7 +257,7 @@ def build_hf_policy(
     policy = HFPolicy(model, tokenizer, prompt, history_window, use_chat_template, response_prefix or "")
     policy.build_args = {
         "path": str(folder.resolve()),
-        "dtype": dtype,
+        "dtype": str(dtype),  # a plain str (a config Enum member would not load with weights_only=True)
         "lora": lora_settings.as_dict() if lora_settings.enabled else None,
     }
     return policy
