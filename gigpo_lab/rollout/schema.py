@@ -101,4 +101,8 @@ class VLLMRolloutConfig(RolloutConfig):
 
 
 #: ``"rollout/<option>"`` -> schema (stored as ``schema/rollout/<option>``).
-SCHEMAS: dict[str, type] = {"rollout/torch": TorchRolloutConfig, "rollout/vllm": VLLMRolloutConfig}
+SCHEMAS: dict[str, type] = {
+    "rollout/base": RolloutConfig,  # for an option whose engine has keys of its own (any engine node)
+    "rollout/torch": TorchRolloutConfig,
+    "rollout/vllm": VLLMRolloutConfig,
+}
