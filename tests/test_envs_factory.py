@@ -16,6 +16,9 @@ ENV_CONFIGS = sorted(p.stem for p in (CONF / "env").glob("*.yaml"))
 
 def compose_env(tmp_path: Path, option: str, overrides: tuple[str, ...] = ()):
     """Compose ``env=<option>`` through a test-local primary config that searches the project's conf dir."""
+    from gigpo_lab.config_paths import register_schemas
+
+    register_schemas()
     (tmp_path / "primary.yaml").write_text(
         f"defaults:\n  - env: {option}\n  - _self_\nhydra:\n  searchpath:\n    - file://{CONF}\n"
     )
@@ -39,13 +42,41 @@ def test_every_env_config_instantiates_and_plays(tmp_path, option):
     assert not info["invalid"]
 
 
-@pytest.mark.parametrize("option", ENV_CONFIGS)
-def test_every_config_key_is_commented(option):
-    """Each key has a comment on its line or on the line above (STYLE: the config is the documentation)."""
-    lines = (CONF / "env" / f"{option}.yaml").read_text().splitlines()
-    for i, line in enumerate(lines):
-        if line and not line.startswith(("#", " ")):
-            assert "#" in line or lines[i - 1].startswith("#"), f"{option}.yaml: {line!r} has no comment"
+ENV_SCHEMAS = [
+    ("frozenlake", "gigpo_lab.envs.frozenlake:FrozenLakeText"),
+    ("sokoban", "gigpo_lab.envs.sokoban:SokobanText"),
+    ("household", "gigpo_lab.envs.household:HouseholdText"),
+    ("gym_discrete", "gigpo_lab.envs.gym_discrete:GymDiscreteText"),
+]
+
+
+@pytest.mark.parametrize(("schema", "env_class"), ENV_SCHEMAS, ids=[s for s, _ in ENV_SCHEMAS])
+def test_env_schemas_document_and_match_the_env_keywords(schema, env_class):
+    """An env schema's own fields are its env class's keyword arguments, with the same defaults, each with
+    its ``#:`` doc (STYLE: every key documented once, in its schema)."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    from gigpo_lab.configdoc.collect import _schema_docs
+    from gigpo_lab.envs.schema import SCHEMAS, EnvConfig
+
+    cls = SCHEMAS[f"env/{schema}"]
+    base = {f.name for f in dataclasses.fields(EnvConfig)}
+    own = {
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(cls)
+        if f.name not in base
+    }
+    module, name = env_class.split(":")
+    params = inspect.signature(getattr(importlib.import_module(module), name).__init__).parameters
+    expected = {k: p.default for k, p in params.items() if k not in ("self", "env_id", "render_mode")}
+    # the schema spells a tuple default as a list, and "none" (None) as an empty mapping where it is one
+    assert {k: list(v) if isinstance(v, tuple) else v for k, v in expected.items()} == {
+        k: None if v == {} else v for k, v in own.items()
+    }
+    docs = _schema_docs(cls)
+    assert all(docs.get(f.name) for f in dataclasses.fields(cls) if f.name != "_convert_"), docs
 
 
 def test_yaml_defaults_match_the_env_defaults(tmp_path):
