@@ -25,7 +25,8 @@ TaskType = choice_enum("TaskType", TASKS, __name__)
 
 @dataclass
 class EnvConfig:
-    """What every env option sets: ``make_env(id, max_turns, action_pattern, name, **env kwargs)``."""
+    """What every env option sets: ``make_env(id, max_turns, action_pattern, name, invalid_reward, **env
+    kwargs)``."""
 
     #: gymnasium.make(id, max_episode_steps=max_turns, **env kwargs) + TextActionWrapper.
     _target_: str = "gigpo_lab.envs.make_env"
@@ -40,6 +41,9 @@ class EnvConfig:
     #: Regex with one capture group that extracts the action from the model's text (IGNORECASE, DOTALL;
     #: the last match wins). A bare response equal to an admissible action is accepted too.
     action_pattern: str = DEFAULT_ACTION_PATTERN
+    #: Reward of an invalid turn (the state does not change). In an env that charges every step (CliffWalking:
+    #: -1) set it to the step cost, or invalid turns become the cheapest way to spend the episode.
+    invalid_reward: float = 0.0
 
 
 @dataclass
@@ -117,9 +121,6 @@ class GymDiscreteConfig(EnvConfig):
     #: When info["success"] is true: terminated_positive (terminated on a step with reward > 0),
     #: terminated (any termination), or never.
     success_on: SuccessOn = SuccessOn.terminated_positive
-    #: Reward of an invalid turn (the state does not change). In an env that charges every step (CliffWalking:
-    #: -1) set it to the step cost, or invalid turns become the cheapest way to spend the episode.
-    invalid_reward: float = 0.0
     #: The longest allowed rendering in characters; a longer one is an error.
     max_obs_chars: int = 4096
 
