@@ -109,11 +109,39 @@ def _open_run(cfg: DictConfig, out: Path, tracker):
 
     fresh = tracker.run_id is None
     tracker.start()
+    _OPENED_RUNS.append(tracker.run_id)
     if fresh:
         shown = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
         tracker.log_params(flatten_config(shown))
         tracker.log_text(OmegaConf.to_yaml(shown), "config.yaml")
     return BufferedRun(tracker, out, skip=() if fresh else tracker.logged_points())
+
+
+#: Run ids this process opened for the current job (a sweep job that fails before opening one is recorded).
+_OPENED_RUNS: list[str] = []
+
+
+def _record_failed_job(cfg: DictConfig, err: BaseException) -> None:
+    """A sweep job that failed before its run opened (a bad value in one job of the grid): a FAILED child run
+    of the sweep with the reason, so the sweep's summary counts it and ``compare`` lists it. A run alone
+    (not a sweep) writes nothing in that case."""
+    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
+    from gigpo_lab.tracking.sweep import sweep_context
+
+    try:
+        name, tags = run_name(cfg), run_tags(cfg)
+    except Exception:  # the config is too broken to name the run: the job's overrides name it
+        name, tags = "failed-job", {}
+    tracker = MlflowTracker(
+        cfg.tracking.uri or default_tracking_uri(),
+        cfg.tracking.experiment,
+        run_name=name,
+        tags=tags,
+        parent_run_id=sweep_context()[0],
+    )
+    tracker.start()
+    tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+    tracker.end("FAILED")
 
 
 def _checked_tracker(cfg: DictConfig):
@@ -283,12 +311,15 @@ def _hydra_entry(cfg: DictConfig) -> float | None:
     sys.argv = list(_LAUNCH_ARGV) or sys.argv  # Lightning relaunches the other ranks from this command line
     verbose = bool(cfg.get("verbose", False))
     configure_output(verbose)  # again here: joblib's workers are fresh processes
+    _OPENED_RUNS.clear()
     try:
         metrics = train(cfg)
     except Exception as err:
         if not _in_sweep():
             _JOB_ERROR.append(err)  # ``main`` reports it (Hydra would print its own banner first)
             return None
+        if not _OPENED_RUNS and is_launch_rank_zero():
+            _record_failed_job(cfg, err)
         if verbose:
             logging.getLogger("gigpo_lab.train").exception("job %s failed", HydraConfig.get().job.num)
         print_job_line(cfg, HydraConfig.get().job.num, None, err)
