@@ -137,6 +137,21 @@ class Policy(torch.nn.Module):
 MIN_SCORED_ROWS = 8
 
 
+def distinct_rows(*columns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct rows of ``columns`` (each (N, ...), read side by side as one row).
+
+    Returns:
+        first (U,) int64: the index of the first row of each distinct row, in the order of ``torch.unique``;
+        inverse (N,) int64: for each row, its distinct row (``rows == rows[first][inverse]``).
+    """
+    key = torch.cat([c.reshape(len(c), -1).long() for c in columns], dim=1)
+    unique, inverse = torch.unique(key, dim=0, return_inverse=True)
+    n = key.shape[0]
+    first = torch.full((len(unique),), n, dtype=torch.long, device=key.device)
+    first = first.scatter_reduce_(0, inverse, torch.arange(n, device=key.device), reduce="amin")
+    return first, inverse
+
+
 def score_unique_rows(
     model: Any,
     prompt_ids: torch.Tensor,
@@ -164,13 +179,9 @@ def score_unique_rows(
     columns = (prompt_ids, prompt_mask, response_ids, response_mask)
     if prompt_ids.device.type != "cpu" or n <= MIN_SCORED_ROWS:
         return model.logprobs(*columns, temperature=temperature)
-    key = torch.cat([prompt_ids, prompt_mask.long(), response_ids, response_mask.long()], dim=1)
-    unique, inverse = torch.unique(key, dim=0, return_inverse=True)
-    if len(unique) * 2 > n:  # few repeats: not worth the gather
+    first, inverse = distinct_rows(*columns)
+    if len(first) * 2 > n:  # few repeats: not worth the gather
         return model.logprobs(*columns, temperature=temperature)
-    first = torch.full((len(unique),), n, dtype=torch.long).scatter_reduce_(
-        0, inverse, torch.arange(n), reduce="amin"
-    )
     pad = max(0, MIN_SCORED_ROWS - len(first))
     rows = torch.cat([first, first[:1].expand(pad)])  # padded with copies of one row: >= MIN_SCORED_ROWS
     logp, entropy = model.logprobs(*(c[rows] for c in columns), temperature=temperature)

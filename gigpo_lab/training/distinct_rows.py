@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from gigpo_lab.policy.base import distinct_rows
+
 #: Above this share of distinct rows the plain batch is cheaper than the gather.
 MAX_DISTINCT_SHARE = 0.75
 
@@ -33,14 +35,9 @@ def distinct_rows_logprobs(
     Returns:
         logp (N, R) and entropy (N, R), 0 where masked; row i is row ``inverse[i]`` of the distinct batch.
     """
-    n = prompt_ids.shape[0]
     columns = (prompt_ids, prompt_mask, response_ids, response_mask)
-    key = torch.cat([prompt_ids, prompt_mask.long(), response_ids, response_mask.long()], dim=1)
-    unique, inverse = torch.unique(key, dim=0, return_inverse=True)
-    if len(unique) > MAX_DISTINCT_SHARE * n:
+    first, inverse = distinct_rows(*columns)
+    if len(first) > MAX_DISTINCT_SHARE * prompt_ids.shape[0]:
         return model.logprobs(*columns, temperature=temperature)
-    rows = torch.arange(n, device=key.device)
-    first = torch.full((len(unique),), n, dtype=torch.long, device=key.device)
-    first = first.scatter_reduce_(0, inverse, rows, reduce="amin")  # (U,) the first row of each kind
     logp, entropy = model.logprobs(*(c[first] for c in columns), temperature=temperature)
     return logp[inverse], entropy[inverse]
