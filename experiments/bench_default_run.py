@@ -30,6 +30,17 @@ import time
 from pathlib import Path
 
 
+def _fit_seconds(line: str) -> float | None:
+    """The fit time a run's summary prints: ``gigpo-lab: run finished in 12.3 s`` (or the older
+    ``time/wall_s 12.3`` line); None for any other line."""
+    text = line.strip()
+    if text.startswith("gigpo-lab: run finished in "):
+        return float(text.split()[-2])
+    if text.startswith("time/wall_s"):
+        return float(text.split()[-1])
+    return None
+
+
 def one_run(tree: Path, overrides: str, python: str, scratch: Path, store: str | None) -> dict[str, float]:
     """Train once with ``tree``; return wall_s (whole process), cpu_s (child user+sys) and fit_s (time/wall_s).
 
@@ -54,14 +65,7 @@ def one_run(tree: Path, overrides: str, python: str, scratch: Path, store: str |
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         sys.exit(f"training failed with {tree}:\n{proc.stderr[-4000:]}")
-    fit = next(
-        (
-            float(line.split()[-1])
-            for line in proc.stderr.splitlines()
-            if line.strip().startswith("time/wall_s")
-        ),
-        float("nan"),
-    )
+    fit = next((_fit_seconds(line) for line in proc.stderr.splitlines() if _fit_seconds(line)), float("nan"))
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall_s": wall, "cpu_s": cpu, "fit_s": fit}
 
