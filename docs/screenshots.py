@@ -1,8 +1,8 @@
 """Screenshots of the MLflow UI for docs/TUTORIAL.md, taken by headless Chromium (``make screenshots``).
 
 Runs a tiny ω sweep (2 values x 2 seeds) and ``gigpo-lab compare`` in a scratch folder, starts ``gigpo-lab
-ui`` on it, and saves four pages into ``docs/images/``: the experiment's runs table (the sweep's parent
-run), a child run's metric charts, the parent run's overview (its description: the overrides and the
+ui`` on it, and saves five pages into ``docs/images/``: the experiment's runs table (the sweep's parent
+run), the same table with the sweep expanded (needs Node.js and ``npm install playwright-core``), a child run's metric charts, the parent run's overview (its description: the overrides and the
 compare command) and one of its artifacts (the compare report's learning curves).
 
 Needs ``chromium`` on PATH (Debian: ``apt-get install -y chromium``). Look at the images before committing
@@ -49,6 +49,22 @@ PAGES = {
         30000,
     ),
 }
+
+
+def _shoot_expanded_sweep(url: str, path: Path) -> None:
+    """The runs table with the sweep expanded, through ``docs/screenshot_sweep.js`` (a click needs Playwright);
+    skipped with a message when Node.js or playwright-core is missing."""
+    node = shutil.which("node")
+    probe = subprocess.run([node, "-e", "require('playwright-core')"], capture_output=True) if node else None
+    if probe is None or probe.returncode != 0:
+        sys.stdout.write(
+            "screenshots: skipped ui_sweep_expanded.png (needs node and `npm install playwright-core`)\n"
+        )
+        return
+    subprocess.run(
+        [node, str(ROOT / "docs" / "screenshot_sweep.js"), url, str(path)], check=True, timeout=180
+    )
+    sys.stdout.write(f"{path}  <- {url} (sweep expanded)\n")
 
 
 def _free_port() -> int:
@@ -127,6 +143,7 @@ def main() -> int:
             target = f"{url}/#/experiments/{exp_id}" + page.format(parent=parent, child=child)
             _shoot(chromium, target, out / name, budget)
             sys.stdout.write(f"{out / name}  <- {target}\n")
+        _shoot_expanded_sweep(f"{url}/#/experiments/{exp_id}/runs", out / "ui_sweep_expanded.png")
         time.sleep(0.5)
     finally:
         ui.send_signal(signal.SIGINT)
