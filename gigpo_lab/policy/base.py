@@ -144,7 +144,7 @@ def distinct_rows(*columns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         first (U,) int64: the index of the first row of each distinct row, in the order of ``torch.unique``;
         inverse (N,) int64: for each row, its distinct row (``rows == rows[first][inverse]``).
     """
-    key = torch.cat([c.reshape(len(c), -1).long() for c in columns], dim=1)
+    key = torch.cat([(c.flatten(1) if c.dim() > 1 else c[:, None]).long() for c in columns], dim=1)
     unique, inverse = torch.unique(key, dim=0, return_inverse=True)
     n = key.shape[0]
     first = torch.full((len(unique),), n, dtype=torch.long, device=key.device)

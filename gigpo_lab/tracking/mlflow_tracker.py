@@ -151,18 +151,26 @@ class MlflowTracker:
         if self.run_id is not None:
             self._check_run_exists()
 
+    def _missing_run(self, err: Exception) -> RuntimeError | None:
+        """The sentence to raise when a lookup of the checkpoint's run failed because the store does not hold
+        it; None for any other failure (re-raise it as it is)."""
+        if getattr(err, "error_code", None) != "RESOURCE_DOES_NOT_EXIST":
+            return None
+        return RuntimeError(
+            f"the checkpoint's MLflow run {self.run_id} is not in the store {self.uri!r}; resume with "
+            "the tracking.uri of the run that wrote the checkpoint"
+        )
+
     def _check_run_exists(self) -> None:
         """A resumed run must be in this store (reading only, so a refusal writes nothing)."""
         try:
             with http_limits(self.uri, CHECK_RETRIES, CHECK_TIMEOUT_S, override=True):
                 self.client.get_run(self.run_id)
         except Exception as err:
-            if getattr(err, "error_code", None) != "RESOURCE_DOES_NOT_EXIST":
+            missing = self._missing_run(err)
+            if missing is None:
                 raise
-            raise RuntimeError(
-                f"the checkpoint's MLflow run {self.run_id} is not in the store {self.uri!r}; resume with "
-                "the tracking.uri of the run that wrote the checkpoint"
-            ) from err
+            raise missing from err
 
     def start(self) -> str:
         """Create (or reopen, when ``run_id`` is set) the run and return its id."""
@@ -174,12 +182,10 @@ class MlflowTracker:
                 with self._write_limits():
                     client.update_run(self.run_id, status="RUNNING")
             except Exception as err:
-                if getattr(err, "error_code", None) != "RESOURCE_DOES_NOT_EXIST":
+                missing = self._missing_run(err)
+                if missing is None:
                     raise
-                raise RuntimeError(
-                    f"the checkpoint's MLflow run {self.run_id} is not in the store {self.uri!r}; resume with "
-                    "the tracking.uri of the run that wrote the checkpoint"
-                ) from err
+                raise missing from err
             return self.run_id
         exp_id = self._experiment_id()
         tags = dict(self.tags)

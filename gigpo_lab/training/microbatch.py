@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from gigpo_lab.batch import StepBatch
+from gigpo_lab.policy.base import distinct_rows as base_distinct_rows
 from gigpo_lab.training.loss import LossOutput, PolicyLoss
 
 Columns = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -72,16 +73,10 @@ def distinct_rows(columns: Sequence[torch.Tensor], enabled: bool = True) -> tupl
     alike); such rows have the same log-probs, so they go through the model once. ``enabled=False``: every
     row is its own (U = N, both the identity).
     """
-    prompt_ids, prompt_mask, response_ids, response_mask = columns
     if not enabled:
-        rows = torch.arange(len(prompt_ids), device=prompt_ids.device)
+        rows = torch.arange(len(columns[0]), device=columns[0].device)
         return rows, rows
-    key = torch.cat([prompt_ids, prompt_mask.long(), response_ids, response_mask.long()], dim=1)
-    _, inverse = torch.unique(key, dim=0, return_inverse=True)
-    n = len(inverse)
-    first = torch.full((int(inverse.max()) + 1 if n else 0,), n, dtype=torch.long, device=inverse.device)
-    first.scatter_reduce_(0, inverse, torch.arange(n, device=inverse.device), reduce="amin")
-    return first, inverse
+    return base_distinct_rows(*columns)
 
 
 @torch.no_grad()
