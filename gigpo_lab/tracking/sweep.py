@@ -76,7 +76,8 @@ class MlflowSweepCallback(Callback):
         run_id = self.tracker.start()
         OPEN_PARENTS.append(self.tracker)
         if params:
-            self.tracker.log_params({f"sweep.{k}": v for k, v in params.items()})
+            # "+group=a,b" / "~key" sweep keys: MLflow param names may not contain '+' or '~'
+            self.tracker.log_params({f"sweep.{k.lstrip('+~')}": v for k, v in params.items()})
         os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = run_id, sweep_id
         log.info("MLflow sweep parent run %s (sweep id %s)", run_id, sweep_id)
         from gigpo_lab.console import print_sweep_header
