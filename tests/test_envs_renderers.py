@@ -6,7 +6,7 @@ import gymnasium as gym
 import pytest
 
 from gigpo_lab.config_paths import compose_config
-from gigpo_lab.envs.renderers import TAXI_STANDS, cliffwalking, taxi
+from gigpo_lab.envs.renderers import TAXI_STANDS, cliffwalking, frozenlake_4x4, taxi
 
 
 def test_taxi_text_matches_gymnasiums_decode_for_every_state():
@@ -26,11 +26,22 @@ def test_cliffwalking_text_names_the_position_of_every_state():
     assert len({cliffwalking(s) for s in range(48)}) == 48
 
 
+def test_frozenlake_text_names_the_position_that_gymnasium_moves_to():
+    env = gym.make("FrozenLake-v1", map_name="4x4", is_slippery=False)
+    _, _ = env.reset(seed=0)
+    obs, *_ = env.step(2)  # right from the start (row 0, col 0)
+    assert frozenlake_4x4(obs) == "row 0 col 1"
+    obs, *_ = env.step(1)  # down
+    assert frozenlake_4x4(obs) == "row 1 col 1"
+    assert len({frozenlake_4x4(s) for s in range(16)}) == 16
+
+
 @pytest.mark.parametrize(
     ("env_id", "renderer", "names"),
     [
         ("CliffWalking-v1", "cliffwalking", "[up,right,down,left]"),
         ("Taxi-v4", "taxi", "[south,north,east,west,pickup,dropoff]"),
+        ("FrozenLake-v1", "frozenlake_4x4", "[left,down,right,up]"),
     ],
 )
 def test_the_adapter_shows_the_rendered_state(env_id, renderer, names):

@@ -6,6 +6,7 @@ it learns across states. They read the observation only: no reward, no knowledge
 
     env=gym_discrete env.id=CliffWalking-v1 env.renderer=gigpo_lab.envs.renderers:cliffwalking
     env=gym_discrete env.id=Taxi-v4 env.renderer=gigpo_lab.envs.renderers:taxi
+    env=gym_discrete env.id=FrozenLake-v1 env.renderer=gigpo_lab.envs.renderers:frozenlake_4x4
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 #: Taxi's four stands, in the env's index order (gymnasium's Taxi-v4 docs: Red, Green, Yellow, Blue).
 TAXI_STANDS = ("red", "green", "yellow", "blue")
 CLIFF_COLUMNS = 12  # CliffWalking-v1 is a 4 x 12 grid; obs = row * 12 + col
+FROZENLAKE_4X4_COLUMNS = 4  # FrozenLake-v1 with map_name 4x4; obs = row * 4 + col
 
 
 def cliffwalking(obs: int) -> str:
@@ -29,3 +31,9 @@ def taxi(obs: int) -> str:
     row, col = divmod(rest, 5)
     where = "taxi" if passenger == 4 else TAXI_STANDS[passenger]
     return f"row {row} col {col} passenger {where} destination {TAXI_STANDS[dest]}"
+
+
+def frozenlake_4x4(obs: int) -> str:
+    """``row R col C`` of gymnasium FrozenLake-v1's position index ``obs`` on its 4x4 map."""
+    row, col = divmod(int(obs), FROZENLAKE_4X4_COLUMNS)
+    return f"row {row} col {col}"
