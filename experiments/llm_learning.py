@@ -9,7 +9,8 @@ sqlite MLflow store (``--root``/mlflow.db); the runs are (label: overrides)
 
 - ``gigpo s0``, ``gigpo s1``, ``gigpo s2``: ``seed=0``, ``1``, ``2``;
 - ``frozen s0``: ``seed=0 trainer.optimizer.lr=1e-30`` (the config refuses lr 0; at 1e-30 AdamW's steps
-  round away and the weights do not move: the sampling noise of the same evaluations, nothing learnt);
+  round away and the weights do not move). Every evaluation draws from the same sampling seeds, so its curve
+  stays at the zero-shot rate exactly; its rollouts, drawn afresh each iteration, show the sampling noise;
 - ``grpo s0``: ``seed=0 estimator=grpo`` (a first look, not a study).
 
 Then it reads the ``eval/success_rate`` curves back from the store and prints one row per run: the
