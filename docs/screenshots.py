@@ -36,7 +36,7 @@ SWEEP = [
     "trainer.eval_every=2",
     "rollout.groups=4",
     "rollout.group_size=4",
-    "trainer.num_threads=1",
+    "lightning.num_threads=1",
     "tracking.experiment=gigpo-step-weight",
 ]
 #: Pages of the UI (after ``#/experiments/<id>``) and how long Chromium lets each render (ms).

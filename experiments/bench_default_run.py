@@ -1,7 +1,7 @@
 """Wall time of one default run, old code against new, side by side on one thread.
 
-Runs ``python -m gigpo_lab.train <overrides> trainer.num_threads=1 trainer.progress_bar=false`` with the
-old tree and the new tree first on ``PYTHONPATH``, alternately (old, new, old, new, ...), each in a fresh
+Runs ``python -m gigpo_lab.train <overrides>`` on one thread without a progress line (``lightning.*``, or
+``trainer.*`` in a tree from before the lightning group) with the old tree and the new tree first on ``PYTHONPATH``, alternately (old, new, old, new, ...), each in a fresh
 scratch dir (one sqlite MLflow store per tree, created before the timed runs as in a sweep; ``--fresh-store``
 times a first run's store creation too), and prints per tree the median wall time of the whole process
 (startup included), the median CPU time (user + sys of the child), the median ``time/wall_s`` the run
@@ -47,13 +47,13 @@ def one_run(tree: Path, overrides: str, python: str, scratch: Path, store: str |
     ``store``: the MLflow URI to use (an existing store), or None for a fresh sqlite store in the run's dir."""
     work = Path(tempfile.mkdtemp(dir=scratch, prefix="bench-"))
     uri = store or f"sqlite:///{work / 'mlflow.db'}"
+    group = "lightning" if (tree / "conf" / "lightning").is_dir() else "trainer"
     cmd = [
         python,
         "-m",
         "gigpo_lab.train",
         *shlex.split(overrides),
-        "trainer.num_threads=1",
-        "trainer.progress_bar=false",
+        *(f"{group}.{k}" for k in ("num_threads=1", "progress_bar=false")),
         f"tracking.uri={uri}",
         f"hydra.run.dir={work / 'hydra'}",
     ]

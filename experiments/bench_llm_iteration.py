@@ -34,7 +34,7 @@ from pathlib import Path
 
 #: The experiment benchmarked when no overrides are given, and the overrides that make it one iteration.
 DEFAULT_OVERRIDES = ["experiments=smollm2_household_lora"]
-BENCH_OVERRIDES = ["trainer.iterations=1", "trainer.eval_every=0", "trainer.num_threads=1"]
+BENCH_OVERRIDES = ["trainer.iterations=1", "trainer.eval_every=0", "lightning.num_threads=1"]
 PHASES = ("load", "rollout", "score", "update")
 
 

@@ -78,8 +78,8 @@ EOF
 ACCEL=gpu
 [ "$TINY" = 1 ] && ACCEL=cpu
 part "5 bf16-mixed iterations, 0.5B Qwen2" 240 $PY -m gigpo_lab.cli train model=hf model.path="$MODEL" \
-    trainer=gpu trainer.accelerator=$ACCEL trainer.precision=bf16-mixed trainer.iterations=5 \
-    trainer.eval_every=5 trainer.checkpoint_every=100 trainer.progress_bar=false trainer.micro_batch_size=16 \
+    lightning=gpu lightning.accelerator=$ACCEL lightning.precision=bf16-mixed trainer.iterations=5 \
+    trainer.eval_every=5 trainer.checkpoint_every=100 lightning.progress_bar=false trainer.micro_batch_size=16 \
     trainer.optimizer.lr=1e-6 trainer.minibatch_size=64 trainer.ppo_epochs=1 \
     rollout.groups=4 rollout.group_size=8 rollout.max_new_tokens=16 rollout.eval_episodes=8 env.max_turns=4 \
     output_dir="$OUT/run" tracking.uri="sqlite:///$OUT/mlflow.db" tracking.log_checkpoint=false \

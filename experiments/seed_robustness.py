@@ -50,8 +50,8 @@ def _run(job: tuple[list[str], int, str]) -> dict:
         [
             *overrides,
             f"seed={seed}",
-            "trainer.num_threads=1",
-            "trainer.progress_bar=false",
+            "lightning.num_threads=1",
+            "lightning.progress_bar=false",
             f"tracking.uri={uri}",
             f"output_dir={out / 'run'}",
         ]

@@ -22,6 +22,25 @@ USAGE_ERROR = 2
 #: The hint that ends every message: how to see the whole traceback.
 TRACEBACK_HINT = "(verbose=true or HYDRA_FULL_ERROR=1 shows the traceback)"
 PROG = "gigpo-lab train"
+#: Keys that moved to another group: the old spelling fails at compose time (the old node no longer has the
+#: key), and the message names the new one.
+MOVED_KEYS = {
+    **{
+        f"trainer.{k}": f"lightning.{k}"
+        for k in (
+            "accelerator",
+            "devices",
+            "strategy",
+            "precision",
+            "deterministic",
+            "progress_bar",
+            "num_threads",
+        )
+    },
+    "estimator.kl_in_reward": "loss.kl_in_reward",
+}
+#: Options that moved to another group (``trainer=ddp`` is now ``lightning=ddp``).
+MOVED_OPTIONS = {f"trainer={o}": f"lightning={o}" for o in ("cpu", "gpu", "ddp")}
 
 
 def public_options(options) -> list[str]:
@@ -50,12 +69,16 @@ def _missing_option(err) -> str:
     options = public_options(getattr(err, "options", None) or [])
     if not group:  # the primary config itself
         return f"{PROG}: {str(err).splitlines()[0]}"
+    if f"{group}={name}" in MOVED_OPTIONS:
+        return f"{PROG}: {group}={name} moved to {MOVED_OPTIONS[f'{group}={name}']}"
     return f"{PROG}: {group}={name} is not an option{_close(name, options)}{_listing('options', options)}"
 
 
 def _unknown_key(cause) -> str:
     """``trainer.iteratons=3``: the node's keys and the closest one."""
     full_key = str(getattr(cause, "full_key", "") or getattr(cause, "key", ""))
+    if full_key in MOVED_KEYS:
+        return f"{PROG}: {full_key} moved to {MOVED_KEYS[full_key]}"
     parent, _, last = full_key.rpartition(".")
     node = getattr(cause, "parent_node", None)
     keys = sorted(str(k) for k in node.keys()) if node is not None else []
@@ -64,6 +87,17 @@ def _unknown_key(cause) -> str:
         close = close.replace("mean ", f"mean {parent}." if parent else "mean ", 1)
     where = f"of {parent}" if parent else "at the top level"
     return f"{PROG}: {full_key} is not a key {where}{close}{_listing('keys', keys)}"
+
+
+def _moved_in_file(text: str) -> str | None:
+    """A config file (an experiment, a sweep) that still sets a moved key: Hydra names only the file and the
+    key's last part (``Key 'num_threads' not in 'TrainerConfig'``)."""
+    found = re.search(r"In '([^']+)'.*Key '([^']+)' not in", text, re.S)
+    if not found:
+        return None
+    where, key = found.groups()
+    old = [k for k in MOVED_KEYS if k.rsplit(".", 1)[1] == key]
+    return f"{PROG}: in {where}: {old[0]} moved to {MOVED_KEYS[old[0]]}" if len(old) == 1 else None
 
 
 def _bad_type(cause) -> str:
@@ -98,6 +132,9 @@ def explain(err: BaseException) -> tuple[int, str]:
         return USAGE_ERROR, _unknown_key(cause)
     if isinstance(err, ConfigCompositionException) and isinstance(cause, ValidationError):
         return USAGE_ERROR, _bad_type(cause)
+    moved = _moved_in_file(str(err)) if isinstance(err, ConfigCompositionException) else None
+    if moved:
+        return USAGE_ERROR, moved
     if isinstance(err, ConfigCompositionException | OverrideParseException):
         lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
         return USAGE_ERROR, f"{PROG}: " + "\n  ".join(lines[:2])

@@ -1,4 +1,4 @@
-"""What a multi-process run (``trainer=ddp``, SLURM tasks) does differently from a single process.
+"""What a multi-process run (``lightning=ddp``, SLURM tasks) does differently from a single process.
 
 * Only global rank 0 tracks: one job is one MLflow run. The rank must be known before the Trainer exists
   (the run opens first, so that a bad config still leaves a FAILED run), so it is read from the variables

@@ -89,7 +89,7 @@ def validate_config(cfg: DictConfig) -> None:
             "set rollout.group_size=2 or more",
         )
     )
-    checks.append(_strategy_check(OmegaConf.select(cfg, "trainer.strategy")))
+    checks.append(_strategy_check(OmegaConf.select(cfg, "lightning.strategy")))
     checks.append(_model_folder_check(cfg.model))
     for ok, message in checks:
         if not ok:
@@ -118,14 +118,14 @@ def _strategy_check(strategy) -> tuple[bool, str]:
     name = str(strategy.get("_target_", "")) if OmegaConf.is_config(strategy) else str(strategy)
     if "fsdp" in name.lower():
         return False, (
-            f"trainer.strategy={name} (trainer=fsdp) is not supported yet: rollouts and scoring run the policy "
-            "outside the FSDP forward, where its weights are sharded; use trainer=ddp, with "
+            f"lightning.strategy={name} is not supported yet: rollouts and scoring run the policy "
+            "outside the FSDP forward, where its weights are sharded; use lightning=ddp, with "
             "model.lora.enabled=true if the optimizer state does not fit in one GPU"
         )
     if any(word in name.lower() for word in ("spawn", "notebook", "fork")):
         return False, (
-            f"trainer.strategy={name} runs the iterations in worker processes, whose final state this process "
-            "cannot save or report; use trainer=ddp (Lightning relaunches the command once per device)"
+            f"lightning.strategy={name} runs the iterations in worker processes, whose final state this process "
+            "cannot save or report; use lightning=ddp (Lightning relaunches the command once per device)"
         )
     return True, ""
 

@@ -185,8 +185,8 @@ def _build_module(cfg: DictConfig):
     from gigpo_lab.rollout.collector import Collector
     from gigpo_lab.training.module import GiGPOModule
 
-    if cfg.trainer.num_threads:
-        torch.set_num_threads(int(cfg.trainer.num_threads))
+    if cfg.lightning.num_threads:
+        torch.set_num_threads(int(cfg.lightning.num_threads))
     env_fn = partial(instantiate, cfg.env)
     estimator = instantiate(cfg.estimator)
     probe = env_fn()  # one env, built once: its reset info and its vocabulary
@@ -275,15 +275,15 @@ def _build_trainer(cfg: DictConfig, out: Path, open_run):
         ),
         ExceptionCheckpoint(ckpt_dir),
     ]
-    if cfg.trainer.progress_bar and not _in_sweep():  # a sweep's parallel jobs would interleave their lines
+    if cfg.lightning.progress_bar and not _in_sweep():  # a sweep's parallel jobs would interleave their lines
         callbacks.append(ProgressLine(logger_cb, cfg.trainer.iterations))
     trainer = L.Trainer(
         max_epochs=cfg.trainer.iterations,
-        accelerator=cfg.trainer.accelerator,
-        devices=cfg.trainer.devices,
-        strategy=_strategy(cfg.trainer.strategy),
-        precision=cfg.trainer.precision,
-        deterministic=cfg.trainer.deterministic,
+        accelerator=cfg.lightning.accelerator,
+        devices=cfg.lightning.devices,
+        strategy=_strategy(cfg.lightning.strategy),
+        precision=cfg.lightning.precision,
+        deterministic=cfg.lightning.deterministic,
         gradient_clip_val=cfg.trainer.gradient_clip_val,
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],  # a checkpoint file is whole or absent (full disk, SIGKILL)

@@ -138,7 +138,7 @@ COMPOSE_ERRORS = [
     ("trainer.iterations=abc", r"trainer.iterations=abc"),  # an int in the trainer schema
     ("estimator.mode=mean_std", r"expected one of \[mean_norm, mean_std_norm\]"),  # choices are enums
     ("loss.aggregation=mean", r"expected one of \[token-mean, seq-mean-token-mean, seq-mean-token-sum\]"),
-    ("trainer.precision=bf16", r"expected one of \[32-true, .*bf16-mixed"),
+    ("lightning.precision=bf16", r"expected one of \[32-true, .*bf16-mixed"),
     ("env=gym_discrete env.success_on=win", r"expected one of \[terminated_positive, terminated, never\]"),
 ]
 

@@ -43,6 +43,9 @@ MISTAKES = [
         ["trainer.iteratons=3"],
         P + "trainer.iteratons is not a key of trainer; did you mean trainer.iterations? (",
     ),
+    ("moved key", ["trainer.devices=2"], P + "trainer.devices moved to lightning.devices"),
+    ("moved key", ["trainer.num_threads=1"], P + "trainer.num_threads moved to lightning.num_threads"),
+    ("moved option", ["trainer=ddp"], P + "trainer=ddp moved to lightning=ddp"),
     (
         "wrong type",
         ["rollout.groups=two"],
@@ -66,9 +69,9 @@ MISTAKES = [
     ),
     (
         "incompatible combination",
-        ["trainer.strategy=ddp_spawn", "trainer.accelerator=cpu"],
-        P + "trainer.strategy=ddp_spawn runs the iterations in worker processes, whose final state this "
-        "process cannot save or report; use trainer=ddp (Lightning relaunches the command once per device)",
+        ["lightning.strategy=ddp_spawn", "lightning.accelerator=cpu"],
+        P + "lightning.strategy=ddp_spawn runs the iterations in worker processes, whose final state this "
+        "process cannot save or report; use lightning=ddp (Lightning relaunches the command once per device)",
     ),
     (
         "incompatible combination",
@@ -121,3 +124,17 @@ def test_verbose_or_hydra_full_error_bring_the_traceback_back(tmp_path):
         assert done.returncode != 0 and "Traceback" in done.stderr
         assert "ConfigError: rollout.group_size=1" in done.stderr
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_config_file_that_sets_a_moved_key_names_the_new_spelling():
+    """An experiment or sweep file written before the lightning group: Hydra names only the file and the key's
+    last part; the message names the old and the new spelling."""
+    from hydra.errors import ConfigCompositionException
+
+    from gigpo_lab.cli_errors import explain
+
+    err = ConfigCompositionException(
+        "In 'experiments/old': ConfigKeyError raised while composing config:\nKey 'num_threads' not in "
+        "'TrainerConfig'"
+    )
+    assert explain(err) == (2, P + "in experiments/old: trainer.num_threads moved to lightning.num_threads")

@@ -70,7 +70,9 @@ def _compare(*args: str) -> tuple[int, str, str]:
 def test_the_readme_one_liner_runs_seeds_in_parallel_and_prints_the_table(store):
     first, _, sweeps = store
     line = one_liner()
-    assert "hydra/launcher=local" in line and "trainer.num_threads=1" in line and "gigpo-lab compare" in line
+    assert (
+        "hydra/launcher=local" in line and "lightning.num_threads=1" in line and "gigpo-lab compare" in line
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     assert re.search(r"gigpo ω=1\s+2\s+\d/2", first.stdout), first.stdout  # one configuration, n = 2
     assert "solved" in first.stdout and "IQM" in first.stdout and len(sweeps) == 2

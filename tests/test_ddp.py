@@ -3,7 +3,7 @@ weights, which differ from the start), the rollouts are split (each rank collect
 its own sampling stream), the logged rollout metrics describe the whole job, and only rank 0 tracks.
 
 The module is driven by Lightning's ``ddp_spawn`` here (the ranks are spawned inside pytest and report back
-through files); ``trainer=ddp`` itself (Lightning relaunching the command per rank) runs end to end in the slow
+through files); ``lightning=ddp`` itself (Lightning relaunching the command per rank) runs end to end in the slow
 CLI test at the bottom.
 """
 
@@ -145,14 +145,14 @@ def test_two_ranks_sync_gradients_and_split_rollouts(tiny_overrides, tmp_path):
 
 @pytest.fixture(scope="module")
 def ddp_cli_run(tmp_path_factory):
-    """``gigpo-lab train trainer=ddp`` on 2 CPU processes, through the console script as the README types it:
+    """``gigpo-lab train lightning=ddp`` on 2 CPU processes, through the console script as the README types it:
     Lightning relaunches the command line for rank 1, which must enter through the same ``train`` sub-command."""
     tmp_path = tmp_path_factory.mktemp("ddp_cli")
     overrides = [
-        "trainer=ddp",
-        "trainer.accelerator=cpu",
-        "trainer.devices=2",
-        "trainer.precision=32-true",
+        "lightning=ddp",
+        "lightning.accelerator=cpu",
+        "lightning.devices=2",
+        "lightning.precision=32-true",
         *TINY,
         "env=sokoban",  # episodes end only when solved: every one lasts env.max_turns=4 steps here
         f"output_dir={tmp_path / 'out'}",
@@ -221,24 +221,25 @@ def test_only_the_launchs_rank_zero_tracks(environ, zero):
     assert is_launch_rank_zero(environ) is zero
 
 
-@pytest.mark.parametrize("trainer", ["gpu", "ddp"])
-def test_scale_out_trainer_configs_compose(trainer):
+@pytest.mark.parametrize("option", ["gpu", "ddp"])
+def test_scale_out_lightning_configs_compose(option):
     from gigpo_lab.train import _strategy
 
-    cfg = compose_config([f"trainer={trainer}"])
-    assert cfg.trainer.accelerator == "gpu" and cfg.trainer.precision == "bf16-mixed"
-    assert cfg.trainer.iterations == compose_config().trainer.iterations, "the CPU loop's keys are inherited"
-    assert _strategy(cfg.trainer.strategy) == {"gpu": "auto", "ddp": "ddp"}[trainer]
+    cfg = compose_config([f"lightning={option}"])
+    assert cfg.lightning.accelerator == "gpu" and cfg.lightning.precision == "bf16-mixed"
+    assert cfg.trainer.iterations == compose_config().trainer.iterations, "the loop's keys are untouched"
+    assert cfg.trainer.minibatch_size == {"gpu": 128, "ddp": 0}[option], "ddp: one step per PPO epoch"
+    assert _strategy(cfg.lightning.strategy) == {"gpu": "auto", "ddp": "ddp"}[option]
 
 
-def test_trainer_fsdp_is_no_longer_an_option():
-    """FSDP cannot run here (docs/FAULTS.md): trainer=fsdp lists the options that can."""
-    with pytest.raises(Exception, match=r"Could not find 'trainer/fsdp'"):
-        compose_config(["trainer=fsdp"])
+def test_fsdp_is_no_longer_an_option():
+    """FSDP cannot run here (docs/FAULTS.md): lightning=fsdp lists the options that can."""
+    with pytest.raises(Exception, match=r"Could not find 'lightning/fsdp'"):
+        compose_config(["lightning=fsdp"])
 
 
 def test_slurm_launcher_composes():
-    cfg = compose_config(["hydra/launcher=slurm", "trainer=ddp"], return_hydra_config=True)
+    cfg = compose_config(["hydra/launcher=slurm", "lightning=ddp"], return_hydra_config=True)
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
     assert (launcher.timeout_min, launcher.gpus_per_node, launcher.tasks_per_node) == (240, 1, 1)
@@ -268,9 +269,9 @@ def test_a_sweep_file_runs_locally_or_on_slurm(selection):
 )
 def test_sweep_jobs_take_one_thread_locally_and_their_cores_on_slurm(selection, monkeypatch):
     monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
-    assert compose_config([selection]).trainer.num_threads == 1
+    assert compose_config([selection]).lightning.num_threads == 1
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "8")  # what sbatch --cpus-per-task=8 sets inside the job
-    assert compose_config([selection]).trainer.num_threads == 8
+    assert compose_config([selection]).lightning.num_threads == 8
 
 
 def test_row_sized_minibatches_are_refused_with_several_ranks(tiny_overrides, tmp_path):
@@ -316,8 +317,8 @@ def test_under_ddp_spawn_only_rank_zero_writes_the_run(tiny_overrides, tmp_path)
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("trainer.strategy=fsdp", r"is not supported yet.*use trainer=ddp"),
-        ("trainer.strategy=ddp_spawn", "runs the iterations in worker processes.*use trainer=ddp"),
+        ("lightning.strategy=fsdp", r"is not supported yet.*use lightning=ddp"),
+        ("lightning.strategy=ddp_spawn", "runs the iterations in worker processes.*use lightning=ddp"),
     ],
 )
 def test_strategies_the_lab_cannot_run_are_refused_before_any_run_opens(
@@ -328,7 +329,7 @@ def test_strategies_the_lab_cannot_run_are_refused_before_any_run_opens(
     from gigpo_lab.run_info import ConfigError
     from gigpo_lab.train import train
 
-    cfg = compose_config([*tiny_overrides, override, "trainer.accelerator=cpu"])
+    cfg = compose_config([*tiny_overrides, override, "lightning.accelerator=cpu"])
     with pytest.raises(ConfigError, match=message):
         train(cfg)
     client = MlflowClient(tracking_uri=cfg.tracking.uri)

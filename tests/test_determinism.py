@@ -82,8 +82,8 @@ def test_same_config_and_seed_twice_gives_identical_metrics_and_weights(run_tiny
 
 
 def test_deterministic_algorithms_change_nothing_on_the_cpu(run_tiny):
-    """``trainer.deterministic=true`` (torch.use_deterministic_algorithms) runs, and gives the CPU's same bits."""
-    assert_identical(run_tiny("default"), run_tiny("strict", "trainer.deterministic=true"))
+    """``lightning.deterministic=true`` (torch.use_deterministic_algorithms) runs, and gives the CPU's same bits."""
+    assert_identical(run_tiny("default"), run_tiny("strict", "lightning.deterministic=true"))
 
 
 def test_another_seed_gives_other_metrics(run_tiny):
@@ -176,7 +176,7 @@ def _gpu_run(deterministic: bool) -> tuple[list, dict]:
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_gpu_runs_repeat_bit_for_bit_with_deterministic_algorithms():
-    """``trainer.deterministic=true`` on CUDA: no op raises for lack of a deterministic kernel, and two runs
+    """``lightning.deterministic=true`` on CUDA: no op raises for lack of a deterministic kernel, and two runs
     give the same metrics and weights (without it, atomics in embedding backward and index_add_ may not)."""
     (history_a, weights_a), (history_b, weights_b) = _gpu_run(True), _gpu_run(True)
     assert history_a == history_b

@@ -113,8 +113,8 @@ CHOICE_FIELDS = [
     ("env=gym_discrete", "success_on"),
     ("model=hf", "dtype"),
     ("model=tiny", "prompt_source"),
-    ("trainer=cpu", "precision"),
-    ("trainer=cpu", "accelerator"),
+    ("lightning=cpu", "precision"),
+    ("lightning=cpu", "accelerator"),
     ("rollout=vllm", "engine.dtype"),
 ]
 

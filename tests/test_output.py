@@ -31,7 +31,7 @@ NOISE = (
     "[HYDRA]",
     "Joblib.Parallel",
 )
-RUN = [o for o in TINY if not o.startswith("trainer.progress_bar")]
+RUN = [o for o in TINY if not o.startswith("lightning.progress_bar")]
 
 
 def _train(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

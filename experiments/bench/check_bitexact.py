@@ -39,6 +39,13 @@ def tree_commit(tree: Path) -> str:
     return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
+def quiet_overrides(tree: Path) -> list[str]:
+    """One torch thread and no progress line, spelt as ``tree`` spells them (``lightning.*`` since that group
+    exists, ``trainer.*`` before)."""
+    group = "lightning" if (tree / "conf" / "lightning").is_dir() else "trainer"
+    return [f"{group}.num_threads=1", f"{group}.progress_bar=false"]
+
+
 def run_train(tree: Path, overrides: str, scratch: Path, python: str) -> dict[str, list[list[float]]]:
     """Train once with ``tree`` on PYTHONPATH; return {metric: [[step, value], ...]} (timing metrics dropped)."""
     work = Path(tempfile.mkdtemp(dir=scratch, prefix="run-"))
@@ -48,8 +55,7 @@ def run_train(tree: Path, overrides: str, scratch: Path, python: str) -> dict[st
         "-m",
         "gigpo_lab.train",
         *shlex.split(overrides),
-        "trainer.num_threads=1",
-        "trainer.progress_bar=false",
+        *quiet_overrides(tree),
         f"tracking.uri=sqlite:///{db}",
         f"hydra.run.dir={work / 'hydra'}",
     ]

@@ -152,7 +152,7 @@ def main() -> None:
     install()
     import gigpo_lab.train as train
 
-    args = [*sys.argv[1:], "trainer.num_threads=1", "trainer.progress_bar=false"]
+    args = [*sys.argv[1:], "lightning.num_threads=1", "lightning.progress_bar=false"]
     try:
         train.main(args)
     finally:

@@ -32,7 +32,9 @@ RUN_SPECIFIC = (
     "tracking.",
     "hydra.",
     "trainer.num_threads",
-    "trainer.progress_bar",
+    "trainer.progress_bar",  # where runs logged before the lightning group existed
+    "lightning.num_threads",
+    "lightning.progress_bar",
     "verbose",
 )
 LABEL_VALUE_CHARS = 24  # longer setting values are cut in labels (the full value is in the run's params)

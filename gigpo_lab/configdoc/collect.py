@@ -219,8 +219,8 @@ def _lineage(group_dir: Path, name: str) -> tuple[list[CommentedYaml], list[str]
             if isinstance(value, str) and value != "_self_":
                 if value.startswith("/"):  # /schema/<group>/<option>@_here_: a ConfigStore schema
                     schemas.append(value.split("@")[0].lstrip("/"))
-                else:
-                    todo.append(value)
+                else:  # a same-group parent, maybe placed (``gpu@lightning`` in a _global_ option)
+                    todo.append(value.split("@")[0])
     return files, schemas
 
 
@@ -242,19 +242,21 @@ def group_option(group: str, path: Path) -> Option:
     parsed = lineage[0]
     cfg = compose_config([f"{group}={name}"])
     package = parsed.package or group.replace("/", ".")
-    node = OmegaConf.select(cfg, package)
+    # a _global_ option (lightning/ddp also sets trainer.minibatch_size) lists its keys from the root
+    node = cfg if package == "_global_" else OmegaConf.select(cfg, package)
+    prefix = f"{group.replace('/', '.')}." if package == "_global_" else ""
     raw = OmegaConf.to_container(node, resolve=False, enum_to_str=True)
     notes, field_docs = [], {}
     for schema in schemas:
         cls = OmegaConf.get_type(ConfigStore.instance().load(f"{schema}.yaml").node)
-        field_docs.update(_schema_docs(cls))
+        field_docs.update({prefix + k: v for k, v in _schema_docs(cls).items()})
         notes.append(
             f"Typed schema `{cls.__module__}.{cls.__qualname__}`: a misspelt key or a bad value fails when "
             "the config is composed."
         )
     for value, _ in _defaults_list(parsed):
-        if isinstance(value, str) and (path.parent / f"{value}.yaml").is_file():
-            notes.append(f"Extends `{group}={value}`: every key not listed here is as there.")
+        if isinstance(value, str) and (path.parent / f"{value.split('@')[0]}.yaml").is_file():
+            notes.append(f"Extends `{group}={value.split('@')[0]}`: every key not listed here is as there.")
     own = {e.path for e in parsed.entries}
     inherited = {e.path for p in lineage[1:] for e in p.entries}
     comments = [p.comments() for p in lineage]
@@ -272,7 +274,7 @@ def group_option(group: str, path: Path) -> Option:
         key = dotted(key_path)
         meaning = _meaning(key, field_docs, next((c[key_path] for c in comments if c.get(key_path)), ""))
         value = _index(raw, key_path)
-        type_ = _node_type(cfg, f"{package}.{key}", child)
+        type_ = _node_type(cfg, key if package == "_global_" else f"{package}.{key}", child)
         choices = _enum_choices(child)
         if choices is None and type_ not in ("bool", "mapping", "list"):
             choices = comment_choices(meaning, value)

@@ -217,7 +217,7 @@ def build_hf_policy(
     Args:
         dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``: the parameters' dtype (also the adapters').
             bfloat16 halves memory, but AdamW updates of ~1e-6 relative size vanish in bf16 weights; for full
-            fine-tuning on GPUs prefer float32 weights with ``trainer.precision=bf16-mixed``.
+            fine-tuning on GPUs prefer float32 weights with ``lightning.precision=bf16-mixed``.
         system_prompt: the task description; None = ``DEFAULT_SYSTEM_PROMPT``.
         history_window: past (observation, action) pairs in the prompt.
         use_chat_template: use the tokenizer's chat template when it has one (else the plain-text layout).

@@ -74,7 +74,7 @@ class ChatModelConfig:
 
     _target_: str = MISSING
     _partial_: bool = True
-    #: Parameter dtype; on GPUs prefer float32 with trainer.precision=bf16-mixed.
+    #: Parameter dtype; on GPUs prefer float32 with lightning.precision=bf16-mixed.
     dtype: Dtype = Dtype.float32
     #: Task description; null = the built-in one (gigpo_lab.policy.hf.DEFAULT_SYSTEM_PROMPT).
     system_prompt: Optional[str] = None  # noqa: UP045 (OmegaConf reads typing.Optional)

@@ -162,7 +162,7 @@ class GiGPOModule(L.LightningModule):
             # optimizer steps, and DDP would hang or pair gradients of different steps
             raise ValueError(
                 f"trainer.minibatch_size={self.minibatch_size} with {self.trainer.world_size} processes: set "
-                "trainer.minibatch_size=0 (one step per PPO epoch on every rank), as trainer=ddp does"
+                "trainer.minibatch_size=0 (one step per PPO epoch on every rank), as lightning=ddp does"
             )
         if self.trainer.world_size > 1 and self.micro_batch_size > 0:
             # several backward passes per step would each fire DDP's gradient all-reduce hooks

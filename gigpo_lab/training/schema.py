@@ -1,8 +1,13 @@
-"""Typed schemas of the ``loss`` and ``trainer`` config groups.
+"""Typed schemas of the ``loss``, ``trainer`` and ``lightning`` config groups.
 
-``conf/loss/ppo.yaml`` and ``conf/trainer/cpu.yaml`` extend them (``defaults: [/schema/<group>/<option>@_here_,
-_self_]``); ``trainer/gpu`` and ``trainer/ddp`` extend ``cpu`` and set only what differs. A misspelt key or a
-value of the wrong type or outside a choice fails when the config is composed.
+``conf/loss/ppo.yaml``, ``conf/trainer/default.yaml`` and ``conf/lightning/cpu.yaml`` extend them
+(``defaults: [/schema/<group>/<option>@_here_, _self_]``); ``lightning/gpu`` and ``lightning/ddp`` extend
+``cpu`` and set only what differs. A misspelt key or a value of the wrong type or outside a choice fails when
+the config is composed.
+
+``trainer`` holds the algorithm's loop (iterations, PPO epochs, minibatches, optimizer, gradient clipping,
+schedules): it decides the numbers a run produces. ``lightning`` holds where and how that loop runs
+(accelerator, devices, strategy, precision, torch threads, the progress line).
 """
 
 from __future__ import annotations
@@ -55,8 +60,7 @@ def _adamw() -> dict[str, Any]:
 
 @dataclass
 class TrainerConfig:
-    """The iteration loop and the Lightning Trainer (``gigpo_lab/train.py``); one Lightning epoch is one
-    iteration."""
+    """The algorithm's iteration loop (``gigpo_lab/train.py``); one Lightning epoch is one iteration."""
 
     #: Training iterations (each: one rollout + ppo_epochs passes); Lightning's max_epochs. An int >= 1.
     iterations: int = 40
@@ -83,7 +87,8 @@ class TrainerConfig:
     #: Stop an iteration's remaining optimizer steps once a minibatch's approx_kl exceeds this (SB3's
     #: target_kl); null = never.
     target_kl: Optional[float] = None  # noqa: UP045
-    #: Clip the global gradient norm to this; null = no clipping.
+    #: Clip the global gradient norm to this; null = no clipping. Part of the update rule (PPO's
+    #: max_grad_norm), so it lives here and not under lightning, though Lightning applies it.
     gradient_clip_val: Optional[float] = 1.0  # noqa: UP045
     #: Save a checkpoint every N iterations (and always at the end); last.ckpt is the newest. N >= 1.
     checkpoint_every: int = 5
@@ -91,13 +96,20 @@ class TrainerConfig:
     eval_every: int = 5
     #: Write a JSONL sample of trajectories to MLflow every N iterations; 0 = never.
     sample_every: int = 10
+
+
+@dataclass
+class LightningConfig:
+    """Where and how the loop runs (``gigpo_lab/training/runtime.py``): Lightning's Trainer arguments and the
+    torch runtime."""
+
     #: torch CPU threads; null = torch's default (all cores); sweeps set 1 per parallel job.
     num_threads: Optional[int] = None  # noqa: UP045
     #: Lightning accelerator.
     accelerator: Accelerator = Accelerator.cpu
     #: Lightning devices: a count (-1 = every visible GPU), or a list of device indices.
     devices: Any = 1
-    #: Lightning strategy: auto or ddp (trainer=ddp); spawning strategies are refused at start.
+    #: Lightning strategy: auto or ddp (lightning=ddp); spawning strategies are refused at start.
     strategy: Any = "auto"
     #: Lightning precision; bf16-mixed keeps float32 master weights (lr-1e-6 updates survive).
     precision: Precision = Precision["32-true"]
@@ -109,4 +121,8 @@ class TrainerConfig:
 
 
 #: ``"<group>/<option>"`` -> schema (stored as ``schema/<group>/<option>``).
-SCHEMAS: dict[str, type] = {"loss/ppo": LossConfig, "trainer/cpu": TrainerConfig}
+SCHEMAS: dict[str, type] = {
+    "loss/ppo": LossConfig,
+    "trainer/default": TrainerConfig,
+    "lightning/cpu": LightningConfig,
+}
