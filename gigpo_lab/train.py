@@ -192,7 +192,7 @@ def _build_module(cfg: DictConfig):
     probe = env_fn()  # one env, built once: its reset info and its vocabulary
     try:
         check_requirements(estimator, env_columns(probe))
-        loss = instantiate(cfg.loss)
+        loss = instantiate(cfg.loss, estimator=estimator)  # loss.kl_in_reward null: the estimator's default
         policy = _build_policy(cfg, probe.unwrapped.vocabulary())
     finally:
         probe.close()

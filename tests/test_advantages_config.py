@@ -45,7 +45,20 @@ def test_config_instantiates_the_registered_class_with_its_defaults(name):
     est = instantiate(cfg)
     assert type(est) is get_estimator_class(name)
     assert est.params == build_estimator(name).params
-    assert est.kl_in_reward is KL_IN_REWARD[name] and cfg.kl_in_reward is KL_IN_REWARD[name]
+    assert est.kl_in_reward is KL_IN_REWARD[name] and "kl_in_reward" not in cfg
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_loss_puts_the_kl_where_the_estimator_says_unless_told(name):
+    """loss.kl_in_reward null (the default) takes the estimator class's default; true or false overrides it."""
+    from gigpo_lab.config_paths import compose_config
+
+    for override, expected in (([], KL_IN_REWARD[name]), (["loss.kl_in_reward=true"], True)):
+        cfg = compose_config([f"estimator={name}", *override])
+        estimator = instantiate(cfg.estimator)
+        assert instantiate(cfg.loss, estimator=estimator).kl_in_reward is expected
+    cfg = compose_config([f"estimator={name}", "loss.kl_in_reward=false"])
+    assert instantiate(cfg.loss, estimator=instantiate(cfg.estimator)).kl_in_reward is False
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -92,7 +105,7 @@ def test_a_wrongly_typed_value_fails_at_compose_time():
     with pytest.raises(ConfigCompositionException):
         compose_estimator("gigpo", ["estimator.gamma=high"])
     with pytest.raises(ConfigCompositionException):
-        compose_estimator("rloo", ["estimator.kl_in_reward=maybe"])
+        compose_estimator("gigpo_step_index", ["estimator.scale_by_std=maybe"])
 
 
 def test_a_bad_choice_fails_at_compose_time_with_the_allowed_values():

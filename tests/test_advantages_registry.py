@@ -181,9 +181,7 @@ def test_bad_params_say_what_is_allowed(name, param, value, pattern):
         build_estimator(name, **{param: value})
 
 
-@pytest.mark.parametrize(
-    ("param", "value"), [("kl_in_reward", "false"), ("scale_by_std", 1), ("gamma", "0.9")]
-)
+@pytest.mark.parametrize(("param", "value"), [("scale_by_std", 1), ("gamma", "0.9")])
 def test_wrongly_typed_params_are_refused(param, value):
     name = "gigpo_step_index" if param == "scale_by_std" else "gigpo"
     with pytest.raises(TypeError, match=param):

@@ -46,6 +46,7 @@ MISTAKES = [
     ("moved key", ["trainer.devices=2"], P + "trainer.devices moved to lightning.devices"),
     ("moved key", ["trainer.num_threads=1"], P + "trainer.num_threads moved to lightning.num_threads"),
     ("moved option", ["trainer=ddp"], P + "trainer=ddp moved to lightning=ddp"),
+    ("moved key", ["estimator.kl_in_reward=true"], P + "estimator.kl_in_reward moved to loss.kl_in_reward"),
     (
         "wrong type",
         ["rollout.groups=two"],

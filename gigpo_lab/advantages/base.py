@@ -52,6 +52,9 @@ class Estimator(abc.ABC):
     name: ClassVar[str] = ""
     #: Columns the estimator reads when present (missing ``invalid`` means no invalid rows).
     optional: ClassVar[tuple[str, ...]] = ("invalid",)
+    #: Where the loss puts the KL to the reference when ``loss.kl_in_reward`` is null: false = a loss term,
+    #: true = subtracted from the step reward (ALGORITHMS.md, "The loss"). A subclass overrides it.
+    kl_in_reward: ClassVar[bool] = False
 
     def __init__(self, **params: object) -> None:
         self.params: dict[str, object] = dict(params)

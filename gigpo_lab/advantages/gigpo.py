@@ -23,7 +23,6 @@ from gigpo_lab.advantages.base import (
     BASE_COLUMNS,
     SINGLETON_POLICIES,
     Estimator,
-    check_bool,
     check_choice,
     check_real,
     summary_metrics,
@@ -50,7 +49,6 @@ class GiGPO(Estimator):
             return, mean 0 / std 1 substituted).
         anchor_similarity_threshold: None (exact anchor ids, the default) or a value in (0, 1): cluster the
             text anchors of each group by ``difflib`` ratio (needs ``anchor_texts``; see ``similarity.py``).
-        kl_in_reward: not used here; read by the loss (KL as a loss term by default for gigpo).
     Note: with ``mode=mean_std_norm`` this is the paper's "GiGPO w/ std"; ``mean_norm`` is "w/o std".
     """
 
@@ -65,7 +63,6 @@ class GiGPO(Estimator):
         episode_singleton: str = "raw",
         step_singleton: str = "zero",
         anchor_similarity_threshold: float | None = None,
-        kl_in_reward: bool = False,
     ) -> None:
         name = self.name
         self.step_advantage_weight = check_real(name, "step_advantage_weight", step_advantage_weight, low=0.0)
@@ -90,14 +87,12 @@ class GiGPO(Estimator):
                 low_open=True,
                 high_open=True,
             )
-        self.kl_in_reward = check_bool(name, "kl_in_reward", kl_in_reward)
         super().__init__(
             step_advantage_weight=self.step_advantage_weight,
             gamma=self.gamma,
             **vars(self.episode),
             step_singleton=self.step_singleton,
             anchor_similarity_threshold=self.anchor_similarity_threshold,
-            kl_in_reward=self.kl_in_reward,
         )
 
     @property

@@ -20,7 +20,6 @@ from gigpo_lab.advantages.base import (
     NORMALIZE_OVER,
     SINGLETON_POLICIES,
     Estimator,
-    check_bool,
     check_choice,
     check_real,
 )
@@ -92,7 +91,6 @@ class GRPO(Estimator):
         invalid_action_penalty: p, >= 0, subtracted from each invalid row's score (default 0.1).
         epsilon: eps > 0 of ``mean_std_norm`` (default 1e-6).
         episode_singleton: a group with one statistics entry gets ``raw`` (mean 0, std 1, verl-agent) or ``zero``.
-        kl_in_reward: not used here; read by the loss (KL as a loss term by default for grpo).
     """
 
     def __init__(
@@ -102,7 +100,6 @@ class GRPO(Estimator):
         invalid_action_penalty: float = 0.1,
         epsilon: float = 1e-6,
         episode_singleton: str = "raw",
-        kl_in_reward: bool = False,
     ) -> None:
         self.episode = EpisodeLevel.checked(
             self.name,
@@ -112,8 +109,7 @@ class GRPO(Estimator):
             epsilon=epsilon,
             episode_singleton=episode_singleton,
         )
-        self.kl_in_reward = check_bool(self.name, "kl_in_reward", kl_in_reward)
-        super().__init__(**vars(self.episode), kl_in_reward=self.kl_in_reward)
+        super().__init__(**vars(self.episode))
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         adv = episode_advantages(rows, self.episode)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from gigpo_lab.advantages.base import Estimator, check_bool, check_real
+from gigpo_lab.advantages.base import Estimator, check_real
 from gigpo_lab.advantages.grouping import segment_count, segment_min, segment_sum
 from gigpo_lab.advantages.grpo import episode_returns
 from gigpo_lab.advantages.prepare import Rows
@@ -24,15 +24,16 @@ class RLOO(Estimator):
 
     Args:
         invalid_action_penalty: p >= 0, subtracted from each invalid row's score (default 0.1).
-        kl_in_reward: not used here; read by the loss (KL subtracted from the reward by default, as ms-swift).
     """
 
-    def __init__(self, invalid_action_penalty: float = 0.1, kl_in_reward: bool = True) -> None:
+    #: The KL to the reference goes into the reward unless loss.kl_in_reward says otherwise (as ms-swift).
+    kl_in_reward = True
+
+    def __init__(self, invalid_action_penalty: float = 0.1) -> None:
         self.invalid_action_penalty = check_real(
             self.name, "invalid_action_penalty", invalid_action_penalty, low=0.0
         )
-        self.kl_in_reward = check_bool(self.name, "kl_in_reward", kl_in_reward)
-        super().__init__(invalid_action_penalty=self.invalid_action_penalty, kl_in_reward=self.kl_in_reward)
+        super().__init__(invalid_action_penalty=self.invalid_action_penalty)
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         returns = episode_returns(rows)  # (J,)

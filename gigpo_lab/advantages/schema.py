@@ -6,8 +6,9 @@ Each ``conf/estimator/<name>.yaml`` starts with ``defaults: [/schema/estimator/<
 are checked by the estimator's constructor, which lists the allowed ones, when the trainer instantiates
 it (before the first rollout). This module imports Hydra; ``gigpo_lab.advantages`` itself does not import it.
 
-Every field's default equals the estimator's constructor default (a test checks it), and
-``kl_in_reward`` carries the estimator's KL default for the loss (ALGORITHMS.md, "The loss"). Choice fields
+Every field's default equals the estimator's constructor default (a test checks it). Where the loss puts the
+KL is a loss setting (``loss.kl_in_reward``); its per-estimator default is the class attribute
+``Estimator.kl_in_reward``. Choice fields
 are Enums built from the constants the constructors check, so a bad value fails at compose time.
 """
 
@@ -39,8 +40,6 @@ class GRPOSchema:
     epsilon: float = 1e-6
     #: raw | zero: a group with one statistics entry gets its raw score (verl-agent) or 0 (ROLL, Trinity-RFT).
     episode_singleton: Singleton = Singleton.raw
-    #: false: the loss adds the KL as a loss term (the default for grpo); true: KL is subtracted from the reward.
-    kl_in_reward: bool = False
 
 
 @dataclass
@@ -50,8 +49,6 @@ class RLOOSchema:
     _target_: str = "gigpo_lab.advantages.rloo.RLOO"
     #: p >= 0, subtracted from the score of each invalid row.
     invalid_action_penalty: float = 0.1
-    #: true (the default for rloo, as ms-swift): the KL to the reference is subtracted from the reward.
-    kl_in_reward: bool = True
 
 
 @dataclass
@@ -63,8 +60,6 @@ class ReinforcePPSchema:
     invalid_action_penalty: float = 0.1
     #: epsilon > 0 of the batch whitening.
     epsilon: float = 1e-6
-    #: true (the default for reinforce_pp, as ms-swift): the KL is subtracted from the reward.
-    kl_in_reward: bool = True
 
 
 @dataclass
@@ -93,8 +88,6 @@ class GiGPOStepIndexSchema:
     scale_by_std: bool = False
     #: epsilon > 0 of scale_by_std.
     epsilon: float = 1e-6
-    #: false: KL as a loss term.
-    kl_in_reward: bool = False
 
 
 #: ``"estimator/<option>"`` -> schema; ``conf/estimator/<option>.yaml`` extends ``/schema/estimator/<option>``.

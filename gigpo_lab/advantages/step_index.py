@@ -32,7 +32,6 @@ class GiGPOStepIndex(Estimator):
         step_advantage_weight: omega >= 0, the weight of abar (default 1.0).
         scale_by_std: divide by the std of the group's returns + eps (default false; Dr.GRPO-style).
         epsilon: eps > 0 of ``scale_by_std`` (default 1e-6).
-        kl_in_reward: not used here; read by the loss (KL as a loss term by default).
     """
 
     def __init__(
@@ -40,18 +39,15 @@ class GiGPOStepIndex(Estimator):
         step_advantage_weight: float = 1.0,
         scale_by_std: bool = False,
         epsilon: float = 1e-6,
-        kl_in_reward: bool = False,
     ) -> None:
         name = self.name
         self.step_advantage_weight = check_real(name, "step_advantage_weight", step_advantage_weight, low=0.0)
         self.scale_by_std = check_bool(name, "scale_by_std", scale_by_std)
         self.epsilon = check_real(name, "epsilon", epsilon, low=0.0, low_open=True)
-        self.kl_in_reward = check_bool(name, "kl_in_reward", kl_in_reward)
         super().__init__(
             step_advantage_weight=self.step_advantage_weight,
             scale_by_std=self.scale_by_std,
             epsilon=self.epsilon,
-            kl_in_reward=self.kl_in_reward,
         )
 
     @property

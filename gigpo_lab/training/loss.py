@@ -133,7 +133,9 @@ class PolicyLoss:
         aggregation: one of ``AGGREGATIONS``.
         kl_coef: beta of the KL term (0 turns the reference model off altogether).
         kl_estimator: one of ``KL_ESTIMATORS``; ``k3`` is verl's ``low_var_kl``.
-        kl_in_reward: subtract beta * sum_t k1 from the step reward instead of adding a loss term.
+        kl_in_reward: subtract beta * sum_t k1 from the step reward instead of adding a loss term; None = the
+            estimator's own default (``estimator.kl_in_reward``, a class attribute; false without an estimator).
+        estimator: the run's estimator, whose default None defers to.
         entropy_coef: weight of the entropy bonus (subtracted from the loss).
     """
 
@@ -144,8 +146,9 @@ class PolicyLoss:
         aggregation: str = "token-mean",
         kl_coef: float = 0.0,
         kl_estimator: str = "k3",
-        kl_in_reward: bool = False,
+        kl_in_reward: bool | None = None,
         entropy_coef: float = 0.0,
+        estimator=None,
     ) -> None:
         if aggregation not in AGGREGATIONS:
             raise ValueError(
@@ -159,6 +162,8 @@ class PolicyLoss:
             raise ValueError("loss.kl_coef, loss.clip_low and loss.clip_high must be >= 0")
         self.clip_low, self.clip_high = clip_low, clip_high
         self.aggregation = aggregation
+        if kl_in_reward is None:
+            kl_in_reward = bool(getattr(estimator, "kl_in_reward", False))
         self.kl_coef, self.kl_estimator, self.kl_in_reward = kl_coef, kl_estimator, kl_in_reward
         self.entropy_coef = entropy_coef
 

@@ -48,8 +48,9 @@ class LossConfig:
     kl_coef: float = 0.0
     #: KL estimator (Schulman's k1, k2, k3); k3 = low_var_kl, verl's default for GRPO/GiGPO.
     kl_estimator: KLEstimator = KLEstimator.k3
-    #: true = subtract beta * KL from the step reward instead of a loss term; default: the estimator's own.
-    kl_in_reward: bool = "${estimator.kl_in_reward}"  # type: ignore[assignment]
+    #: true = subtract beta * KL from the step reward instead of a loss term; null = the estimator's own
+    #: default (its class attribute kl_in_reward: true for rloo and reinforce_pp, false for the others).
+    kl_in_reward: Optional[bool] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
     #: Weight of the entropy bonus subtracted from the loss; 0 = off (LLM runs usually use 0).
     entropy_coef: float = 0.01
 
