@@ -129,6 +129,7 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Pa
     meter = PeakMemory()
     t_start = time.perf_counter()
     import torch
+    from hydra.utils import instantiate
 
     from gigpo_lab.config_paths import compose_config
     from gigpo_lab.train import _build_module
@@ -138,6 +139,7 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Pa
     path = [f"trainer.micro_batch_size={micro_batch_size}", f"trainer.reuse_rollout_logprobs={reuse}"]
     cfg = compose_config([*overrides, *BENCH_OVERRIDES, *path])
     torch.manual_seed(cfg.seed)
+    instantiate(cfg.lightning).apply_threads()
     module = _build_module(cfg)
     times = {"load": time.perf_counter() - t_start}
 

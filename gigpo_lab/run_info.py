@@ -35,8 +35,8 @@ def validate_config(cfg: DictConfig) -> None:
     """Reject values that would give a wrong or empty run, each with a one-sentence fix, before anything runs.
 
     Raises ``ConfigError`` (a ``ValueError``) naming the key, the value and what is allowed: a required key
-    (``???``) left unset, a value out of range or of the wrong type, a strategy the lab cannot run, a model
-    folder that does not exist.
+    (``???``) left unset, a value out of range or of the wrong type, a model folder that does not exist (a
+    strategy the lab cannot run is refused by ``LightningRuntime``, by its class).
     """
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
@@ -89,7 +89,6 @@ def validate_config(cfg: DictConfig) -> None:
             "set rollout.group_size=2 or more",
         )
     )
-    checks.append(_strategy_check(OmegaConf.select(cfg, "lightning.strategy")))
     checks.append(_model_folder_check(cfg.model))
     for ok, message in checks:
         if not ok:
@@ -105,29 +104,6 @@ def _model_folder_check(model: DictConfig) -> tuple[bool, str]:
         f"model.path={path}: no such folder; point it at a Hugging Face model folder (config.json, weights "
         "and tokenizer files)"
     )
-
-
-def _strategy_check(strategy) -> tuple[bool, str]:
-    """Sharded (FSDP) and spawning strategies are refused: the lab cannot run them correctly yet.
-
-    FSDP: rollouts, scoring and evaluation call the policy outside the FSDP forward, where its weights are
-    sharded; gathering them there (``summon_full_params``) forbids forward passes, and ranks whose episodes
-    differ in length would make different numbers of collective calls and hang. Spawn: the iterations run in
-    worker processes, so the process that called ``train`` holds none of their state to save or report.
-    """
-    name = str(strategy.get("_target_", "")) if OmegaConf.is_config(strategy) else str(strategy)
-    if "fsdp" in name.lower():
-        return False, (
-            f"lightning.strategy={name} is not supported yet: rollouts and scoring run the policy "
-            "outside the FSDP forward, where its weights are sharded; use lightning=ddp, with "
-            "model.lora.enabled=true if the optimizer state does not fit in one GPU"
-        )
-    if any(word in name.lower() for word in ("spawn", "notebook", "fork")):
-        return False, (
-            f"lightning.strategy={name} runs the iterations in worker processes, whose final state this process "
-            "cannot save or report; use lightning=ddp (Lightning relaunches the command once per device)"
-        )
-    return True, ""
 
 
 def check_policy(policy, model_cfg: DictConfig) -> None:

@@ -53,7 +53,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     are buffered (``BufferedRun``). In a multi-process job only global rank 0 opens and writes the MLflow run
     (``gigpo_lab.distributed``); the other ranks return their own final metrics.
     """
+    from hydra.utils import instantiate
+
     validate_config(cfg)
+    runtime = instantiate(cfg.lightning)
+    runtime.check()  # a strategy the lab cannot run, refused by its class
+    loop = instantiate(cfg.trainer)  # the loop settings (TrainerConfig), the optimizer a partial
     out = output_dir(cfg)
     # on every rank: an unreachable store or a bad checkpoint stops each rank at once, before any rollout
     tracker = _checked_tracker(cfg)
@@ -62,8 +67,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     import lightning as L
 
     quiet_lightning()
-    module = _build_module(cfg)
-    logger_cb, trainer = _build_trainer(cfg, out, partial(_open_run, cfg, out, tracker))
+    runtime.apply_threads()
+    module = _build_module(cfg, loop)
+    logger_cb, trainer = _build_trainer(runtime, loop, out, partial(_open_run, cfg, out, tracker))
     _check_tracking_rank(trainer, tracking=is_launch_rank_zero())
     L.seed_everything(cfg.seed, verbose=False)
     start = time.perf_counter()
@@ -176,17 +182,15 @@ def _check_tracking_rank(trainer, *, tracking: bool) -> None:
         )
 
 
-def _build_module(cfg: DictConfig):
-    """Env factory, estimator (its columns checked before any rollout), loss, policy, engine, collector."""
-    import torch
+def _build_module(cfg: DictConfig, loop=None):
+    """Env factory, estimator (its columns checked before any rollout), loss, policy, engine, collector, and
+    the module that trains them with the ``loop`` settings (default: ``instantiate(cfg.trainer)``)."""
     from hydra.utils import instantiate
 
     from gigpo_lab.advantages import check_requirements
     from gigpo_lab.rollout.collector import Collector
     from gigpo_lab.training.module import GiGPOModule
 
-    if cfg.lightning.num_threads:
-        torch.set_num_threads(int(cfg.lightning.num_threads))
     env_fn = partial(instantiate, cfg.env)
     estimator = instantiate(cfg.estimator)
     probe = env_fn()  # one env, built once: its reset info and its vocabulary
@@ -212,21 +216,11 @@ def _build_module(cfg: DictConfig):
         loss,
         collector,
         engine,
-        instantiate(cfg.trainer.optimizer),
-        groups=cfg.rollout.groups,
-        ppo_epochs=cfg.trainer.ppo_epochs,
-        minibatch_size=cfg.trainer.minibatch_size,
+        loop if loop is not None else instantiate(cfg.trainer),
         seed=cfg.seed,
-        eval_every=cfg.trainer.eval_every,
         eval_episodes=cfg.rollout.eval_episodes,
         eval_greedy=cfg.rollout.eval_greedy,
-        sample_every=cfg.trainer.sample_every,
-        max_env_steps=cfg.trainer.max_env_steps,
         logprob_temperature=cfg.rollout.temperature,
-        target_kl=cfg.trainer.target_kl,
-        distinct_rows=cfg.trainer.distinct_rows,
-        micro_batch_size=cfg.trainer.micro_batch_size,
-        reuse_rollout_logprobs=cfg.trainer.reuse_rollout_logprobs,
     )
 
 
@@ -246,10 +240,10 @@ def _build_policy(cfg: DictConfig, vocabulary):
         ) from err
 
 
-def _build_trainer(cfg: DictConfig, out: Path, open_run):
-    """The Lightning Trainer and its callbacks: iteration logging (it calls ``open_run()`` on global rank 0 when
-    training starts), checkpoints, progress line."""
-    import lightning as L
+def _build_trainer(runtime, loop, out: Path, open_run):
+    """The Lightning Trainer (``runtime``: the built ``lightning`` node) and its callbacks: iteration logging
+    (it calls ``open_run()`` on global rank 0 when training starts), checkpoints every
+    ``loop.checkpoint_every`` iterations, the progress line."""
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from gigpo_lab.progress import ProgressLine
@@ -268,23 +262,18 @@ def _build_trainer(cfg: DictConfig, out: Path, open_run):
             dirpath=ckpt_dir,
             filename="iter{epoch:04d}",
             auto_insert_metric_name=False,  # iter0003.ckpt, not iterepoch=0003.ckpt
-            every_n_epochs=cfg.trainer.checkpoint_every,
+            every_n_epochs=loop.checkpoint_every,
             save_top_k=-1,
             save_last=True,
             save_on_train_epoch_end=True,
         ),
         ExceptionCheckpoint(ckpt_dir),
     ]
-    if cfg.lightning.progress_bar and not _in_sweep():  # a sweep's parallel jobs would interleave their lines
-        callbacks.append(ProgressLine(logger_cb, cfg.trainer.iterations))
-    trainer = L.Trainer(
-        max_epochs=cfg.trainer.iterations,
-        accelerator=cfg.lightning.accelerator,
-        devices=cfg.lightning.devices,
-        strategy=_strategy(cfg.lightning.strategy),
-        precision=cfg.lightning.precision,
-        deterministic=cfg.lightning.deterministic,
-        gradient_clip_val=cfg.trainer.gradient_clip_val,
+    if runtime.progress_bar and not _in_sweep():  # a sweep's parallel jobs would interleave their lines
+        callbacks.append(ProgressLine(logger_cb, loop.iterations))
+    trainer = runtime.trainer(
+        max_epochs=loop.iterations,
+        gradient_clip_val=loop.gradient_clip_val,  # a loop setting (the update rule) that Lightning applies
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],  # a checkpoint file is whole or absent (full disk, SIGKILL)
         logger=False,
@@ -294,13 +283,6 @@ def _build_trainer(cfg: DictConfig, out: Path, open_run):
         default_root_dir=str(out),
     )
     return logger_cb, trainer
-
-
-def _strategy(node):
-    """Lightning's ``strategy``: a name (auto | ddp) or a ``_target_`` node (a strategy class and its arguments)."""
-    from hydra.utils import instantiate
-
-    return instantiate(node) if OmegaConf.is_config(node) else node
 
 
 def _hydra_entry(cfg: DictConfig) -> float | None:

@@ -223,13 +223,13 @@ def test_only_the_launchs_rank_zero_tracks(environ, zero):
 
 @pytest.mark.parametrize("option", ["gpu", "ddp"])
 def test_scale_out_lightning_configs_compose(option):
-    from gigpo_lab.train import _strategy
+    from hydra.utils import instantiate
 
     cfg = compose_config([f"lightning={option}"])
     assert cfg.lightning.accelerator == "gpu" and cfg.lightning.precision == "bf16-mixed"
     assert cfg.trainer.iterations == compose_config().trainer.iterations, "the loop's keys are untouched"
     assert cfg.trainer.minibatch_size == {"gpu": 128, "ddp": 0}[option], "ddp: one step per PPO epoch"
-    assert _strategy(cfg.lightning.strategy) == {"gpu": "auto", "ddp": "ddp"}[option]
+    assert instantiate(cfg.lightning).trainer_args["strategy"] == {"gpu": "auto", "ddp": "ddp"}[option]
 
 
 def test_fsdp_is_no_longer_an_option():

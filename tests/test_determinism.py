@@ -135,6 +135,7 @@ def _gpu_run(deterministic: bool) -> tuple[list, dict]:
     from gigpo_lab.tracking.callback import IterationLogger
     from gigpo_lab.training.loss import PolicyLoss
     from gigpo_lab.training.module import GiGPOModule
+    from gigpo_lab.training.schema import TrainerConfig
 
     env_fn = partial(make_env, id="gigpo_lab/FrozenLake-v0", max_turns=8, random_map=True)
     policy = build_tiny_policy(vocabulary=env_fn().unwrapped.vocabulary())
@@ -145,11 +146,14 @@ def _gpu_run(deterministic: bool) -> tuple[list, dict]:
         PolicyLoss(kl_coef=0.01),
         Collector(env_fn, policy, engine, groups=8, group_size=8),
         engine,
-        partial(torch.optim.AdamW, lr=1e-3),
-        groups=8,
-        ppo_epochs=2,
-        minibatch_size=64,
-        eval_every=2,
+        TrainerConfig(
+            optimizer=partial(torch.optim.AdamW, lr=1e-3),
+            ppo_epochs=2,
+            minibatch_size=64,
+            eval_every=2,
+            sample_every=0,
+            distinct_rows=False,
+        ),
         eval_episodes=16,
     )
     logger = IterationLogger(None)

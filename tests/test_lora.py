@@ -15,6 +15,7 @@ from gigpo_lab.policy.lora import AdapterFreeReference, LoraSettings
 from gigpo_lab.train import train
 from gigpo_lab.training.loss import PolicyLoss
 from gigpo_lab.training.module import GiGPOModule
+from gigpo_lab.training.schema import TrainerConfig
 
 LORA = {
     "enabled": True,
@@ -82,7 +83,7 @@ def test_module_keeps_no_second_copy_with_lora_and_a_deep_copy_without(model_dir
     loss = PolicyLoss(kl_coef=0.01)
     for lora, expect_copy in ((LORA, False), (None, True)):
         policy = build_hf_policy(str(model_dir), lora=lora)
-        module = GiGPOModule(policy, None, loss, None, None, torch.optim.AdamW, groups=1)
+        module = GiGPOModule(policy, None, loss, None, None, TrainerConfig(optimizer=torch.optim.AdamW))
         has_reference_weights = any(k.startswith("reference.") for k in module.state_dict())
         assert has_reference_weights == expect_copy
         n_params = sum(p.numel() for p in module.parameters())

@@ -75,7 +75,7 @@ def test_entropy_bonus_is_subtracted():
 
 def test_bad_options_name_the_valid_ones():
     with pytest.raises(ValueError, match="token-mean"):
-        PolicyLoss(aggregation="mean")
+        PolicyLoss(aggregation="mean")(LOGP, OLD, ADV, MASK)
     with pytest.raises(ValueError, match="k1, k2, k3"):
         kl_per_token(LOGP, REF, "k4")
 

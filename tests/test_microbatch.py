@@ -184,6 +184,7 @@ def test_micro_batching_in_a_lightning_run_ends_with_the_same_weights(model_dir)
     from gigpo_lab.rollout.collector import Collector
     from gigpo_lab.tracking.callback import IterationLogger
     from gigpo_lab.training.module import GiGPOModule
+    from gigpo_lab.training.schema import TrainerConfig
 
     def run(micro_batch_size: int):
         env_fn = partial(make_env, id="gigpo_lab/FrozenLake-v0", max_turns=3, random_map=True)
@@ -195,14 +196,16 @@ def test_micro_batching_in_a_lightning_run_ends_with_the_same_weights(model_dir)
             PolicyLoss(kl_coef=0.05, entropy_coef=0.01),
             Collector(env_fn, policy, engine, groups=2, group_size=2),
             engine,
-            partial(
-                torch.optim.SGD, lr=0.5
-            ),  # linear in the gradients (AdamW's g / sqrt(v) amplifies rounding)
-            groups=2,
-            ppo_epochs=2,
-            minibatch_size=6,
-            eval_every=0,
-            micro_batch_size=micro_batch_size,
+            TrainerConfig(
+                # linear in the gradients (AdamW's g / sqrt(v) amplifies rounding)
+                optimizer=partial(torch.optim.SGD, lr=0.5),
+                ppo_epochs=2,
+                minibatch_size=6,
+                eval_every=0,
+                sample_every=0,
+                distinct_rows=False,
+                micro_batch_size=micro_batch_size,
+            ),
         )
         logger = IterationLogger(None)
         trainer = L.Trainer(
@@ -280,6 +283,7 @@ def test_the_torch_engines_sampling_logprobs_are_the_rescored_old_logprobs(model
     from gigpo_lab.rollout import build_torch_engine
     from gigpo_lab.rollout.collector import Collector
     from gigpo_lab.training.module import GiGPOModule
+    from gigpo_lab.training.schema import TrainerConfig
 
     policy = build_hf_policy(str(model_dir))
     engine = build_torch_engine(policy, temperature=0.7, max_new_tokens=5)
@@ -295,4 +299,4 @@ def test_the_torch_engines_sampling_logprobs_are_the_rescored_old_logprobs(model
 
     nucleus = build_torch_engine(policy, temperature=0.7, top_p=0.9)
     with pytest.raises(ValueError, match="reuse_rollout_logprobs"):
-        GiGPOModule(policy, GiGPO(), PolicyLoss(), None, nucleus, None, groups=2, reuse_rollout_logprobs=True)
+        GiGPOModule(policy, GiGPO(), PolicyLoss(), None, nucleus, TrainerConfig(reuse_rollout_logprobs=True))

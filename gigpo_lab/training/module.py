@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable
 
 import lightning as L
 import torch
@@ -28,6 +27,7 @@ from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.distinct_rows import distinct_rows_logprobs
 from gigpo_lab.training.loss import PolicyLoss
 from gigpo_lab.training.microbatch import chunked_logprobs, microbatched_loss
+from gigpo_lab.training.schema import TrainerConfig
 
 #: Seeds of held-out evaluation episodes start here; training seeds stay below it.
 EVAL_SEED_BASE = 1_000_000_000
@@ -66,27 +66,18 @@ class GiGPOModule(L.LightningModule):
         policy: a ``gigpo_lab.policy.Policy`` (an nn.Module with ``logprobs`` and ``tokenizer``).
         estimator: a registered advantage estimator (``__call__(StepBatch) -> AdvantageOutput``).
         loss: the configured ``PolicyLoss``.
-        collector: the rollout collector (``collect`` and ``evaluate``).
+        collector: the rollout collector (``collect`` and ``evaluate``); its ``groups`` is B, the episode
+            groups per iteration.
         engine: the rollout engine (``sync_weights`` after each update).
-        optimizer: a partial optimizer constructor, called with the policy's parameters.
-        groups: B, episode groups per iteration.
-        ppo_epochs: K passes over the iteration's rows.
-        minibatch_size: rows per minibatch (<= 0: the whole batch).
+        loop: the loop settings, a ``TrainerConfig`` (``gigpo_lab/training/schema.py``, where every field is
+            documented) as ``instantiate(cfg.trainer)`` builds it: ``optimizer`` is a partial constructor,
+            called with the policy's parameters. ``target_kl`` is for single-process runs only;
+            ``reuse_rollout_logprobs`` needs an engine whose ``samples_policy_logprobs`` is true (it samples
+            from this very module's distribution).
         seed: the run's seed (training seeds of env groups and sampling derive from it).
-        eval_every / eval_episodes / eval_greedy: evaluation schedule and policy.
-        sample_every: write a JSONL sample of trajectories every this many iterations (0: never).
-        max_env_steps: stop after the iteration that reaches this many training env steps (None: no limit),
-            so that estimators are compared at equal env-step budgets.
+        eval_episodes / eval_greedy: held-out episodes per evaluation, and greedy or sampled actions.
         logprob_temperature: the rollout's sampling temperature; old, reference and current log-probs are all
             taken at it, so the PPO ratio compares the distributions the tokens were sampled from (verl's choice).
-        target_kl: stop the iteration's remaining optimizer steps once a minibatch's approx_kl exceeds it
-            (None: never), as Stable-Baselines3's PPO ``target_kl`` does; single-process runs only.
-        distinct_rows: run the update's forward and backward once per distinct row
-            (``training/distinct_rows.py``); the same loss and gradient up to float rounding.
-        micro_batch_size: rows per forward pass in scoring and per forward+backward in an update, the gradients
-            accumulated over them (``gigpo_lab.training.microbatch``); <= 0: whole minibatches (no chunks).
-        reuse_rollout_logprobs: take the old log-probs from the rollout engine instead of a scoring pass; only for
-            an engine whose ``samples_policy_logprobs`` is true (it samples from this very module's distribution).
     """
 
     def __init__(
@@ -96,22 +87,12 @@ class GiGPOModule(L.LightningModule):
         loss: PolicyLoss,
         collector,
         engine,
-        optimizer: Callable,
+        loop: TrainerConfig,
         *,
-        groups: int,
-        ppo_epochs: int = 1,
-        minibatch_size: int = 0,
         seed: int = 0,
-        eval_every: int = 1,
         eval_episodes: int = 16,
         eval_greedy: bool = True,
-        sample_every: int = 0,
-        max_env_steps: int | None = None,
         logprob_temperature: float = 1.0,
-        target_kl: float | None = None,
-        distinct_rows: bool = False,
-        micro_batch_size: int = 0,
-        reuse_rollout_logprobs: bool = False,
     ) -> None:
         super().__init__()
         self.policy = policy
@@ -122,23 +103,17 @@ class GiGPOModule(L.LightningModule):
             )  # a frozen copy; with LoRA the adapter-free base, no copy
         self.estimator, self.loss_fn = estimator, loss
         self.collector, self.engine = collector, engine
-        self.optimizer_factory = optimizer
-        self.groups, self.ppo_epochs, self.minibatch_size = groups, ppo_epochs, minibatch_size
+        self.groups = collector.groups if collector is not None else 0  # B per iteration (per rank)
+        self.loop = loop
         self.seed = seed
-        self.eval_every, self.eval_episodes, self.eval_greedy = eval_every, eval_episodes, eval_greedy
-        self.sample_every = sample_every
-        self.max_env_steps = max_env_steps
+        self.eval_episodes, self.eval_greedy = eval_episodes, eval_greedy
         self.logprob_temperature = logprob_temperature
-        self.target_kl = target_kl
-        self.distinct_rows = distinct_rows
         self._kl_stopped = False
-        self.micro_batch_size = micro_batch_size
-        if reuse_rollout_logprobs and not getattr(engine, "samples_policy_logprobs", False):
+        if loop.reuse_rollout_logprobs and not getattr(engine, "samples_policy_logprobs", False):
             raise ValueError(
                 "trainer.reuse_rollout_logprobs=true needs an engine whose sampling log-probs are the policy's "
                 f"own (the torch engine with rollout.top_p=1); {type(engine).__name__} is not: set it to false"
             )
-        self.reuse_rollout_logprobs = reuse_rollout_logprobs
         self.env_steps_total = 0
         self.collapses = CollapseCounter()
         self.mlflow_run_id: str | None = None
@@ -151,28 +126,28 @@ class GiGPOModule(L.LightningModule):
 
     # ----------------------------------------------------------------- Lightning plumbing
     def on_fit_start(self) -> None:
-        if self.trainer.world_size > 1 and self.target_kl is not None:
+        if self.trainer.world_size > 1 and self.loop.target_kl is not None:
             # a rank that stops early would leave the others waiting in the gradient all-reduce
             raise ValueError(
-                f"trainer.target_kl={self.target_kl} with {self.trainer.world_size} processes: the ranks would "
+                f"trainer.target_kl={self.loop.target_kl} with {self.trainer.world_size} processes: the ranks would "
                 "stop after different numbers of optimizer steps and hang; set trainer.target_kl=null"
             )
-        if self.trainer.world_size > 1 and self.minibatch_size > 0:
+        if self.trainer.world_size > 1 and self.loop.minibatch_size > 0:
             # ranks collect different numbers of rows, so row-sized minibatches give them different numbers of
             # optimizer steps, and DDP would hang or pair gradients of different steps
             raise ValueError(
-                f"trainer.minibatch_size={self.minibatch_size} with {self.trainer.world_size} processes: set "
+                f"trainer.minibatch_size={self.loop.minibatch_size} with {self.trainer.world_size} processes: set "
                 "trainer.minibatch_size=0 (one step per PPO epoch on every rank), as lightning=ddp does"
             )
-        if self.trainer.world_size > 1 and self.micro_batch_size > 0:
+        if self.trainer.world_size > 1 and self.loop.micro_batch_size > 0:
             # several backward passes per step would each fire DDP's gradient all-reduce hooks
             raise ValueError(
-                f"trainer.micro_batch_size={self.micro_batch_size} with {self.trainer.world_size} processes is "
+                f"trainer.micro_batch_size={self.loop.micro_batch_size} with {self.trainer.world_size} processes is "
                 "not supported: set trainer.micro_batch_size=0"
             )
 
     def configure_optimizers(self):
-        return self.optimizer_factory(self.policy.parameters())
+        return self.loop.optimizer(self.policy.parameters())
 
     def train_dataloader(self):
         return iteration_loader(self.prepare_iteration)
@@ -208,7 +183,7 @@ class GiGPOModule(L.LightningModule):
         gen = torch.Generator().manual_seed(iteration_seed(self.seed, shard))
         metrics: dict[str, float] = {}
         self.policy.eval()
-        if self.eval_every > 0 and it % self.eval_every == 0:
+        if self.loop.eval_every > 0 and it % self.loop.eval_every == 0:
             self.pending_metrics.append((it, self.evaluate()))
 
         t0 = time.perf_counter()
@@ -244,11 +219,11 @@ class GiGPOModule(L.LightningModule):
         metrics["perf/tokens_per_s"] = rollout.get("rollout/tokens", 0.0) / rollout_s
         self._iter_metrics = metrics
         self._kl_stopped = False
-        if self.sample_every > 0 and it % self.sample_every == 0:
+        if self.loop.sample_every > 0 and it % self.loop.sample_every == 0:
             self.pending_samples.append((it, self._samples(batch)))
         self.policy.train()
         self._update_start = time.perf_counter()
-        return shuffled_minibatches(batch, self.ppo_epochs, self.minibatch_size, gen)
+        return shuffled_minibatches(batch, self.loop.ppo_epochs, self.loop.minibatch_size, gen)
 
     def _strategy(self):
         """The Lightning strategy, or None outside a Trainer (a module driven by hand, as in some tests)."""
@@ -262,7 +237,7 @@ class GiGPOModule(L.LightningModule):
         is scored (no entropy or gap metrics then); with ``micro_batch_size`` the rows are scored in chunks.
         """
         cols = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
-        if self.reuse_rollout_logprobs:
+        if self.loop.reuse_rollout_logprobs:
             if self.reference is not None:
                 batch.ref_logprobs = self._logprobs(self.reference, cols)[0]
             return {}
@@ -279,8 +254,8 @@ class GiGPOModule(L.LightningModule):
         """``scorer.logprobs`` (N, R) each, log-probs and entropies, on the CPU: distinct rows in one pass, or
         in micro-batches."""
         t = self.logprob_temperature
-        if self.micro_batch_size > 0:
-            return chunked_logprobs(scorer, cols, self.micro_batch_size, t, self.device)
+        if self.loop.micro_batch_size > 0:
+            return chunked_logprobs(scorer, cols, self.loop.micro_batch_size, t, self.device)
         logp, entropy = score_unique_rows(scorer, *(c.to(self.device) for c in cols), temperature=t)
         return logp.cpu(), entropy.cpu()
 
@@ -294,29 +269,29 @@ class GiGPOModule(L.LightningModule):
 
     def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer) -> None:
         # Lightning zeroes the gradients after training_step; micro-batches accumulate theirs inside it
-        if self.micro_batch_size <= 0:
+        if self.loop.micro_batch_size <= 0:
             optimizer.zero_grad()
 
     def training_step(self, mb: StepBatch, batch_idx: int) -> torch.Tensor | None:
         """The loss of one minibatch; None (no optimizer step) once ``target_kl`` has stopped the iteration."""
-        if self.micro_batch_size > 0:
+        if self.loop.micro_batch_size > 0:
             # micro-batches accumulate from zero, and a skipped step keeps none
             self.policy.zero_grad(set_to_none=True)
         self._train_stats["train/steps_taken"].append(0.0 if self._kl_stopped else 1.0)
         if self._kl_stopped:
             return None
-        if self.micro_batch_size > 0:
+        if self.loop.micro_batch_size > 0:
             loss, out = microbatched_loss(
                 self.policy,
                 self.loss_fn,
                 mb,
-                self.micro_batch_size,
+                self.loop.micro_batch_size,
                 self.logprob_temperature,
                 self._backward,
-                distinct=self.distinct_rows,
+                distinct=self.loop.distinct_rows,
             )
         else:
-            logprobs = distinct_rows_logprobs if self.distinct_rows else _plain_logprobs
+            logprobs = distinct_rows_logprobs if self.loop.distinct_rows else _plain_logprobs
             logp, entropy = logprobs(
                 self.policy,
                 mb.prompt_ids,
@@ -344,7 +319,7 @@ class GiGPOModule(L.LightningModule):
             ("train/approx_kl", out.approx_kl),
         ):
             self._train_stats[key].append(float(value.detach()))
-        if self.target_kl is not None and float(out.approx_kl) > self.target_kl:
+        if self.loop.target_kl is not None and float(out.approx_kl) > self.loop.target_kl:
             self._kl_stopped = True  # this step and the rest of the iteration are skipped
             self._train_stats["train/steps_taken"][-1] = 0.0
             self.policy.zero_grad(set_to_none=True)  # micro-batches already back-propagated: no step on them
@@ -384,10 +359,10 @@ class GiGPOModule(L.LightningModule):
         step = self.current_epoch
         self.pending_metrics.append((step, metrics))
         last = self.trainer.max_epochs is not None and step + 1 >= self.trainer.max_epochs
-        if self.max_env_steps is not None and self.env_steps_total >= self.max_env_steps:
+        if self.loop.max_env_steps is not None and self.env_steps_total >= self.loop.max_env_steps:
             self.trainer.should_stop = True  # the env-step budget is spent: stop after this iteration
             last = True
-        if self.eval_every > 0 and last:
+        if self.loop.eval_every > 0 and last:
             self.pending_metrics.append((step + 1, self.evaluate()))
 
     # ----------------------------------------------------------------- evaluation and samples

@@ -61,7 +61,10 @@ def _adamw() -> dict[str, Any]:
 
 @dataclass
 class TrainerConfig:
-    """The algorithm's iteration loop (``gigpo_lab/train.py``); one Lightning epoch is one iteration."""
+    """The algorithm's iteration loop; one Lightning epoch is one iteration. ``instantiate(cfg.trainer)``
+    returns this dataclass itself, its optimizer built (a partial), for ``GiGPOModule`` and the Trainer."""
+
+    _target_: str = "gigpo_lab.training.schema.TrainerConfig"
 
     #: Training iterations (each: one rollout + ppo_epochs passes); Lightning's max_epochs. An int >= 1.
     iterations: int = 40
@@ -101,8 +104,10 @@ class TrainerConfig:
 
 @dataclass
 class LightningConfig:
-    """Where and how the loop runs (``gigpo_lab/training/runtime.py``): Lightning's Trainer arguments and the
-    torch runtime."""
+    """Where and how the loop runs: Lightning's Trainer arguments and the torch runtime
+    (``instantiate(cfg.lightning)`` builds a ``LightningRuntime``)."""
+
+    _target_: str = "gigpo_lab.training.runtime.LightningRuntime"
 
     #: torch CPU threads; null = torch's default (all cores); sweeps set 1 per parallel job.
     num_threads: Optional[int] = None  # noqa: UP045

@@ -1,0 +1,100 @@
+"""``LightningRuntime``: where and how the loop runs, built from the ``lightning`` config node.
+
+``instantiate(cfg.lightning)`` gives one; a strategy given as a ``_target_`` node arrives already built (Hydra
+instantiates it recursively). ``check`` refuses a strategy the lab cannot run, ``apply_threads`` sets torch's CPU threads before anything computes, and
+``trainer(**loop)`` builds the Lightning ``Trainer`` with these settings plus the loop's own arguments
+(``max_epochs``, ``gradient_clip_val``, the callbacks), so no key is copied by hand.
+
+The schema (``gigpo_lab.training.schema.LightningConfig``) already types every value; the one thing it cannot
+see is which strategy *class* a name stands for, checked here by type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gigpo_lab.run_info import ConfigError
+
+
+def strategy_class(strategy: Any) -> tuple[type | None, str]:
+    """(the Lightning strategy class, its process start method) of a strategy name or object; (None, "")
+    for ``auto`` or a name Lightning does not register (Lightning itself refuses an unknown name)."""
+    if not isinstance(strategy, str):
+        return type(strategy), str(getattr(strategy, "_start_method", "popen"))
+    from lightning.pytorch.strategies import StrategyRegistry
+
+    if strategy not in StrategyRegistry:
+        return None, ""
+    entry = StrategyRegistry[strategy]  # {"strategy": class, "init_params": {...}}: nothing built
+    return entry["strategy"], str(entry["init_params"].get("start_method", "popen"))
+
+
+def check_strategy(strategy: Any) -> None:
+    """Refuse the strategies the lab cannot run correctly yet, by their class.
+
+    FSDP (``FSDPStrategy``): rollouts, scoring and evaluation call the policy outside the FSDP forward, where
+    its weights are sharded; gathering them there (``summon_full_params``) forbids forward passes, and ranks
+    whose episodes differ in length would make different numbers of collective calls and hang. A DDP strategy
+    that spawns or forks its workers (``ddp_spawn``, ``ddp_fork``, ``ddp_notebook``): the iterations run in
+    worker processes, so the process that called ``train`` holds none of their state to save or report.
+    """
+    from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
+
+    cls, start_method = strategy_class(strategy)
+    name = strategy if isinstance(strategy, str) else f"{type(strategy).__module__}.{type(strategy).__name__}"
+    if cls is not None and issubclass(cls, FSDPStrategy):
+        raise ConfigError(
+            f"lightning.strategy={name} is not supported yet: rollouts and scoring run the policy outside the "
+            "FSDP forward, where its weights are sharded; use lightning=ddp, with model.lora.enabled=true if "
+            "the optimizer state does not fit in one GPU"
+        )
+    if cls is not None and issubclass(cls, DDPStrategy) and start_method != "popen":
+        raise ConfigError(
+            f"lightning.strategy={name} runs the iterations in worker processes, whose final state this process "
+            "cannot save or report; use lightning=ddp (Lightning relaunches the command once per device)"
+        )
+
+
+class LightningRuntime:
+    """The ``lightning`` node, built: Lightning's Trainer arguments and the torch runtime.
+
+    Args: as ``LightningConfig`` (``gigpo_lab/training/schema.py``), where each is documented.
+    """
+
+    def __init__(
+        self,
+        *,
+        accelerator: str = "cpu",
+        devices: Any = 1,
+        strategy: Any = "auto",
+        precision: str = "32-true",
+        deterministic: bool = False,
+        num_threads: int | None = None,
+        progress_bar: bool = True,
+    ) -> None:
+        self.trainer_args = {
+            "accelerator": str(accelerator),
+            "devices": devices,
+            "strategy": strategy,
+            "precision": str(precision),
+            "deterministic": deterministic,
+        }
+        self.num_threads, self.progress_bar = num_threads, progress_bar
+
+    def check(self) -> None:
+        """Raise ``ConfigError`` for a strategy the lab cannot run (``check_strategy``); called by ``train``
+        before anything is written (outside ``instantiate``, which would wrap the error)."""
+        check_strategy(self.trainer_args["strategy"])
+
+    def apply_threads(self) -> None:
+        """torch's CPU threads (``num_threads``; None leaves torch's default)."""
+        import torch
+
+        if self.num_threads:
+            torch.set_num_threads(int(self.num_threads))
+
+    def trainer(self, **loop: Any):
+        """A ``lightning.Trainer`` with these settings and the loop's own arguments (``max_epochs``, ...)."""
+        import lightning as L
+
+        return L.Trainer(**self.trainer_args, **loop)
