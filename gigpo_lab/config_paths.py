@@ -37,10 +37,11 @@ def _register_resolver() -> None:
 _register_resolver()
 
 
-#: Modules whose ``SCHEMAS`` ({"<group>/<option>": dataclass}) type the options of the config groups.
+#: Packages whose every module may declare ``SCHEMAS`` ({"<group>/<option>": dataclass}) next to its class:
+#: an estimator or env module brings its own schema (``gigpo_lab.discovery``).
+SCHEMA_PACKAGES = ("gigpo_lab.advantages", "gigpo_lab.envs")
+#: Modules whose ``SCHEMAS`` type the options of the other config groups.
 SCHEMA_MODULES = (
-    "gigpo_lab.advantages.schema",
-    "gigpo_lab.envs.schema",
     "gigpo_lab.policy.schema",
     "gigpo_lab.rollout.schema",
     "gigpo_lab.training.schema",
@@ -53,15 +54,26 @@ SCHEMA_ROOT = "schema"
 
 def register_schemas() -> None:
     """Store every structured-config schema in Hydra's ConfigStore under ``schema/<group>`` (idempotent)."""
-    import importlib
 
     from hydra.core.config_store import ConfigStore
 
-    store = ConfigStore.instance()
+    for key, node in all_schemas().items():
+        group, name = key.rsplit("/", 1)
+        ConfigStore.instance().store(group=f"{SCHEMA_ROOT}/{group}", name=name, node=node)
+
+
+def all_schemas() -> dict[str, type]:
+    """Every schema, ``{"<group>/<option>": dataclass}``: the discovered ones and the listed modules'."""
+    import importlib
+
+    from gigpo_lab.discovery import declared_schemas
+
+    found: dict[str, type] = {}
+    for package in SCHEMA_PACKAGES:
+        found.update(declared_schemas(package))
     for module in SCHEMA_MODULES:
-        for key, node in importlib.import_module(module).SCHEMAS.items():
-            group, name = key.rsplit("/", 1)
-            store.store(group=f"{SCHEMA_ROOT}/{group}", name=name, node=node)
+        found.update(importlib.import_module(module).SCHEMAS)
+    return found
 
 
 def compose_config(overrides: list[str] | tuple[str, ...] = (), return_hydra_config: bool = False):

@@ -14,11 +14,11 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from gigpo_lab.advantages import available_estimators, build_estimator, get_estimator_class
-from gigpo_lab.advantages.schema import SCHEMAS
-from gigpo_lab.config_paths import register_schemas
+from gigpo_lab.config_paths import all_schemas, register_schemas
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 NAMES = available_estimators()
+SCHEMAS = {k: v for k, v in all_schemas().items() if k.startswith("estimator/")}
 KL_IN_REWARD = {"grpo": False, "gigpo": False, "gigpo_step_index": False, "rloo": True, "reinforce_pp": True}
 
 

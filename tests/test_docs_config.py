@@ -3,13 +3,12 @@ has a comment (the house rule) and appears in it, and the choices the comments l
 
 from __future__ import annotations
 
-from importlib import import_module
 from pathlib import Path
 
 import pytest
 
 from gigpo_lab import configdoc
-from gigpo_lab.config_paths import SCHEMA_MODULES, config_root
+from gigpo_lab.config_paths import all_schemas, config_root
 from gigpo_lab.configdoc import generate, main
 from gigpo_lab.configdoc.collect import comment_choices
 from gigpo_lab.configdoc.comments import dotted, missing_comments, parse, parse_file
@@ -24,7 +23,7 @@ YAML_FILES = sorted(
 #: them gets its comment, so that this list only shrinks.
 KNOWN_MISSING: set[tuple[str, str]] = set()
 #: The groups typed by a schema: their keys are documented there (``#:``), not in the YAML.
-TYPED_GROUPS = {key.split("/")[0] for module in SCHEMA_MODULES for key in import_module(module).SCHEMAS}
+TYPED_GROUPS = {key.split("/")[0] for key in all_schemas()}
 
 
 @pytest.fixture(scope="module")

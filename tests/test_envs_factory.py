@@ -58,10 +58,11 @@ def test_env_schemas_document_and_match_the_env_keywords(schema, env_class):
     import importlib
     import inspect
 
+    from gigpo_lab.config_paths import all_schemas
     from gigpo_lab.configdoc.collect import _schema_docs
-    from gigpo_lab.envs.schema import SCHEMAS, EnvConfig
+    from gigpo_lab.envs.schema import EnvConfig
 
-    cls = SCHEMAS[f"env/{schema}"]
+    cls = all_schemas()[f"env/{schema}"]
     base = {f.name for f in dataclasses.fields(EnvConfig)}
     own = {
         f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()

@@ -6,7 +6,8 @@ Two ways in, one code path:
     adv = compute_advantages("gigpo", rewards=r, group_ids=g, traj_ids=j, step_ids=t, anchor_ids=a)
     out = build_estimator("gigpo", step_advantage_weight=0.6)(batch)   # AdvantageOutput(advantages, metrics)
 
-Importing this package needs torch only; the Hydra schemas live in ``gigpo_lab.advantages.schema``.
+Importing this package needs torch only. Each estimator module declares its schema (``SCHEMAS``) next to its
+class; the registry imports every module of the package before a lookup, so nothing else lists them.
 """
 
 from gigpo_lab.advantages.base import AdvantageOutput, Estimator

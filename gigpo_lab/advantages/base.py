@@ -18,6 +18,7 @@ import torch
 
 from gigpo_lab.advantages.prepare import Rows, prepare_rows
 from gigpo_lab.batch import StepBatch
+from gigpo_lab.choices import choice_enum
 
 #: Normalisation modes of ALGORITHMS.md: ``x - mean`` or ``(x - mean) / (std + eps)`` (unbiased std).
 MODES: tuple[str, ...] = ("mean_norm", "mean_std_norm")
@@ -25,6 +26,10 @@ MODES: tuple[str, ...] = ("mean_norm", "mean_std_norm")
 NORMALIZE_OVER: tuple[str, ...] = ("rows", "trajectories")
 #: A group whose statistics have a single entry: ``raw`` uses mean 0, std 1 (verl-agent); ``zero`` gives 0.
 SINGLETON_POLICIES: tuple[str, ...] = ("raw", "zero")
+#: The Enum types of these choices, for the schemas (a bad value fails when the config is composed).
+Mode = choice_enum("Mode", MODES, __name__)
+NormalizeOver = choice_enum("NormalizeOver", NORMALIZE_OVER, __name__)
+Singleton = choice_enum("Singleton", SINGLETON_POLICIES, __name__)
 #: The columns every estimator needs.
 BASE_COLUMNS: tuple[str, ...] = ("rewards", "group_ids", "traj_ids")
 

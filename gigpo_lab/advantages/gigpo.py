@@ -17,18 +17,22 @@ including repeats of a state inside one trajectory. Worked example, one group (A
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Optional
+
 import torch
 
 from gigpo_lab.advantages.base import (
     BASE_COLUMNS,
     SINGLETON_POLICIES,
     Estimator,
+    Singleton,
     check_choice,
     check_real,
     summary_metrics,
 )
 from gigpo_lab.advantages.grouping import group_normalize, group_stats, pack
-from gigpo_lab.advantages.grpo import EpisodeLevel, episode_advantages
+from gigpo_lab.advantages.grpo import EpisodeLevel, GRPOSchema, episode_advantages
 from gigpo_lab.advantages.prepare import Rows
 from gigpo_lab.advantages.registry import register_estimator
 from gigpo_lab.advantages.returns import discounted_returns
@@ -135,3 +139,22 @@ class GiGPO(Estimator):
             "adv/singleton_frac": int((stats.count == 1).sum()) / rows.n,
         }
         return adv, metrics
+
+
+@dataclass
+class GiGPOSchema(GRPOSchema):
+    """The schema of ``conf/estimator/gigpo.yaml``: episode-level GRPO + omega x step-level anchor groups (see ``GiGPO``)."""
+
+    _target_: str = "gigpo_lab.advantages.gigpo.GiGPO"
+    #: omega >= 0, weight of the step-level advantage (paper: 1.0; 0 gives grpo exactly).
+    step_advantage_weight: float = 1.0
+    #: gamma in [0, 1], discount of the step return (paper: 0.95; verl-agent's own default is 1.0).
+    gamma: float = 0.95
+    #: zero | raw: a step group of one row gets 0 (ALGORITHMS.md) or its own return.
+    step_singleton: Singleton = Singleton.zero
+    #: null (exact anchor ids) or a difflib ratio in (0, 1) for clustering text anchors (needs anchor_texts).
+    anchor_similarity_threshold: Optional[float] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+
+
+#: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"estimator/gigpo": GiGPOSchema}

@@ -20,6 +20,9 @@ from gigpo_lab.advantages.base import (
     NORMALIZE_OVER,
     SINGLETON_POLICIES,
     Estimator,
+    Mode,
+    NormalizeOver,
+    Singleton,
     check_choice,
     check_real,
 )
@@ -114,3 +117,24 @@ class GRPO(Estimator):
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         adv = episode_advantages(rows, self.episode)
         return adv, {"adv/groups": float(rows.n_groups), "adv/group_size": rows.n / rows.n_groups}
+
+
+@dataclass
+class GRPOSchema:
+    """The schema of ``conf/estimator/grpo.yaml``: group-normalised episode score (see ``GRPO``)."""
+
+    _target_: str = "gigpo_lab.advantages.grpo.GRPO"
+    #: mean_norm | mean_std_norm. mean_norm: x - mean; mean_std_norm: (x - mean) / (std + epsilon), unbiased std.
+    mode: Mode = Mode.mean_norm
+    #: rows | trajectories: every step row enters the group statistics, or one R(tau) per trajectory.
+    normalize_over: NormalizeOver = NormalizeOver.rows
+    #: p >= 0, subtracted from the score of each row whose action could not be parsed (paper: 0.1).
+    invalid_action_penalty: float = 0.1
+    #: epsilon > 0 added to the std in mean_std_norm.
+    epsilon: float = 1e-6
+    #: raw | zero: a group with one statistics entry gets its raw score (verl-agent) or 0 (ROLL, Trinity-RFT).
+    episode_singleton: Singleton = Singleton.raw
+
+
+#: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"estimator/grpo": GRPOSchema}

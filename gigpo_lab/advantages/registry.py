@@ -1,5 +1,8 @@
 """The estimator registry: ``register_estimator("name")`` on a class, then build it by name.
 
+Every module of ``gigpo_lab.advantages`` is imported before a lookup (``gigpo_lab.discovery``), so a new
+estimator module registers itself: nothing else lists the estimators.
+
 The registry refuses duplicate names, and an unknown name lists the valid ones (as verl's
 ``core_algos.py`` does). ``check_requirements`` lets the trainer fail before the first rollout when the
 environment or collector cannot provide a column the estimator needs.
@@ -35,13 +38,23 @@ def register_estimator(name: str) -> Callable[[type[Estimator]], type[Estimator]
     return decorate
 
 
+def _discover() -> None:
+    """Import every estimator module of the package (each registers its class); cheap once imported."""
+    from gigpo_lab.discovery import package_modules
+
+    package_modules("gigpo_lab.advantages")
+
+
 def available_estimators() -> tuple[str, ...]:
     """The registered names, sorted."""
+    _discover()
     return tuple(sorted(_REGISTRY))
 
 
 def get_estimator_class(name: str) -> type[Estimator]:
     """The class registered under ``name``; an unknown name raises a ValueError listing the valid ones."""
+    if name not in _REGISTRY:
+        _discover()
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):

@@ -11,6 +11,8 @@ to 0 (the centred value is exactly 0 and its std is undefined).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from gigpo_lab.advantages.base import Estimator, check_real
@@ -52,3 +54,18 @@ class ReinforcePP(Estimator):
             centred, whole_batch, 1, mode="mean_std_norm", eps=self.epsilon, singleton="zero"
         )
         return adv, {"adv/centred_std": float(centred.std()) if rows.n > 1 else 0.0}
+
+
+@dataclass
+class ReinforcePPSchema:
+    """The schema of ``conf/estimator/reinforce_pp.yaml``: REINFORCE++ with a group baseline (see ``ReinforcePP``)."""
+
+    _target_: str = "gigpo_lab.advantages.reinforce_pp.ReinforcePP"
+    #: p >= 0, subtracted from the score of each invalid row.
+    invalid_action_penalty: float = 0.1
+    #: epsilon > 0 of the batch whitening.
+    epsilon: float = 1e-6
+
+
+#: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"estimator/reinforce_pp": ReinforcePPSchema}

@@ -9,6 +9,8 @@ its group::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from gigpo_lab.advantages.base import Estimator, check_real
@@ -45,3 +47,16 @@ class RLOO(Estimator):
         baseline = torch.where(n > 1, ref + others / (n - 1).clamp(min=1), torch.zeros_like(returns))
         adv = (returns - baseline).index_select(0, rows.traj) - self.invalid_action_penalty * rows.invalid
         return adv, {"adv/baseline_mean": float(baseline.mean())}
+
+
+@dataclass
+class RLOOSchema:
+    """The schema of ``conf/estimator/rloo.yaml``: leave-one-out baseline (see ``RLOO``)."""
+
+    _target_: str = "gigpo_lab.advantages.rloo.RLOO"
+    #: p >= 0, subtracted from the score of each invalid row.
+    invalid_action_penalty: float = 0.1
+
+
+#: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"estimator/rloo": RLOOSchema}

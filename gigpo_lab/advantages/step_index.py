@@ -15,6 +15,8 @@ and abar = 0, and its std is taken as 1. The contract gives this variant no inva
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from gigpo_lab.advantages.base import BASE_COLUMNS, Estimator, check_bool, check_real
@@ -75,3 +77,20 @@ class GiGPOStepIndex(Estimator):
             "adv/step_mean": float(step_mean.mean()),
             "adv/step_groups": float(n_index_groups),
         }
+
+
+@dataclass
+class GiGPOStepIndexSchema:
+    """The schema of ``conf/estimator/gigpo_step_index.yaml``: the ms-swift PR #7364 variant (see ``GiGPOStepIndex``)."""
+
+    _target_: str = "gigpo_lab.advantages.step_index.GiGPOStepIndex"
+    #: omega >= 0, weight of the mean step-index advantage.
+    step_advantage_weight: float = 1.0
+    #: true: divide by (std of the group's returns + epsilon).
+    scale_by_std: bool = False
+    #: epsilon > 0 of scale_by_std.
+    epsilon: float = 1e-6
+
+
+#: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"estimator/gigpo_step_index": GiGPOStepIndexSchema}

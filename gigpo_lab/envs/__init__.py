@@ -1,13 +1,10 @@
 """Text environments for multi-turn agents; importing this package registers their gymnasium ids.
 
-=============================  ===================================  ==================================
-id                             class                                default max_episode_steps
-=============================  ===================================  ==================================
-``gigpo_lab/FrozenLake-v0``    :class:`FrozenLakeText`               100 (gymnasium's FrozenLake 4x4)
-``gigpo_lab/Sokoban-v0``       :class:`SokobanText`                  100 (RAGEN's max_steps)
-``gigpo_lab/Household-v0``     :class:`HouseholdText`                30
-``gigpo_lab/GymDiscrete-v0``   :class:`GymDiscreteText`              200
-=============================  ===================================  ==================================
+Every module of the package is imported here (``gigpo_lab.discovery``): an env module registers its own id
+(``register_env("gigpo_lab/Name-v0", cls, max_episode_steps=...)``) and declares its schema (``SCHEMAS``),
+so a new env is its module and its ``conf/env/`` option, nothing else. ``registered_ids()`` lists the ids:
+``gigpo_lab/FrozenLake-v0``, ``gigpo_lab/Sokoban-v0``, ``gigpo_lab/Household-v0`` and the adapter
+``gigpo_lab/GymDiscrete-v0``.
 
 Use :func:`make_env` (what ``conf/env/*.yaml`` instantiates): it sets ``max_episode_steps`` to
 ``max_turns`` and adds the :class:`TextActionWrapper`, which parses the model's text. The info
@@ -16,8 +13,7 @@ contract (``anchor``, ``admissible_actions``, ``success``, ``invalid``) is in :m
 
 from __future__ import annotations
 
-import gymnasium as gym
-
+from gigpo_lab.discovery import package_modules
 from gigpo_lab.envs.base import INFO_KEYS, TOKEN_PATTERN, TextEnv, tokenize
 from gigpo_lab.envs.factory import make_env, registered_ids
 from gigpo_lab.envs.frozenlake import FrozenLakeText
@@ -26,16 +22,7 @@ from gigpo_lab.envs.household import HouseholdText
 from gigpo_lab.envs.sokoban import SokobanText
 from gigpo_lab.envs.text_actions import DEFAULT_ACTION_PATTERN, TextActionWrapper
 
-_REGISTRY = {
-    "gigpo_lab/FrozenLake-v0": ("gigpo_lab.envs.frozenlake:FrozenLakeText", 100),
-    "gigpo_lab/Sokoban-v0": ("gigpo_lab.envs.sokoban:SokobanText", 100),
-    "gigpo_lab/Household-v0": ("gigpo_lab.envs.household:HouseholdText", 30),
-    "gigpo_lab/GymDiscrete-v0": ("gigpo_lab.envs.gym_discrete:GymDiscreteText", 200),
-}
-
-for _id, (_entry_point, _steps) in _REGISTRY.items():
-    if _id not in gym.registry:
-        gym.register(id=_id, entry_point=_entry_point, max_episode_steps=_steps)
+package_modules(__name__)  # each env module registers its gymnasium id
 
 __all__ = [
     "DEFAULT_ACTION_PATTERN",

@@ -27,6 +27,13 @@ NAMESPACE = "gigpo_lab"
 ADAPTER_ID = "gigpo_lab/GymDiscrete-v0"
 
 
+def register_env(env_id: str, entry_point: type, max_episode_steps: int) -> None:
+    """Register an env class under ``env_id`` with gymnasium, once; an env module calls it when imported
+    (``gigpo_lab.envs`` imports every module of the package, so a new env module needs no other edit)."""
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point=entry_point, max_episode_steps=max_episode_steps)
+
+
 def registered_ids() -> list[str]:
     """The ids registered in the ``gigpo_lab`` namespace."""
     return sorted(i for i, spec in gym.registry.items() if spec.namespace == NAMESPACE)

@@ -16,12 +16,15 @@ The map is gymnasium's standard map of the chosen size (``random_map=False``), a
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import MAPS, FrozenLakeEnv, generate_random_map
 
 from gigpo_lab.envs.base import TextEnv, render_grid, text_space, vocabulary_of
+from gigpo_lab.envs.factory import register_env
+from gigpo_lab.envs.schema import EnvConfig
 
 #: gymnasium's FrozenLake action order: 0 left, 1 down, 2 right, 3 up.
 ACTIONS = ("left", "down", "right", "up")
@@ -139,3 +142,36 @@ class FrozenLakeText(TextEnv):
     def vocabulary(self) -> list[str]:
         """Instruction words, the cell letters ``S F H G P``, the action names, and the newline."""
         return vocabulary_of([INSTRUCTION, self._actions_line(), "S F H G P\nS"])
+
+
+register_env(
+    "gigpo_lab/FrozenLake-v0", FrozenLakeText, max_episode_steps=100
+)  # default max_episode_steps (gymnasium's FrozenLake 4x4)
+
+
+@dataclass
+class FrozenLakeConfig(EnvConfig):
+    """``gigpo_lab/FrozenLake-v0`` (``gigpo_lab.envs.frozenlake.FrozenLakeText``)."""
+
+    #: Side of the square map: 4 or 8 for gymnasium's standard maps; any int >= 2 when random_map is true.
+    size: int = 4
+    #: false: the fixed standard map (every seed starts the same); true: a new random solvable map per reset
+    #: seed (gymnasium's generate_random_map).
+    random_map: bool = False
+    #: Probability that a tile of a random map is frozen (p of generate_random_map), in (0, 1].
+    frozen_prob: float = 0.8
+    #: A fixed map as a list of row strings over S F H G (e.g. [SFFF, FHFH, FFFH, HFFG]); overrides size and
+    #: random_map. null = the standard map of the given size.
+    desc: Optional[list[str]] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+    #: gymnasium's slippery dynamics (the move goes sideways with probability 2/3); false = deterministic.
+    is_slippery: bool = False
+    #: Reward for reaching the goal G (gymnasium's 1.0; the GiGPO paper's LLM runs use 10).
+    success_reward: float = 1.0
+    #: Reward for falling into a hole H (the episode ends).
+    hole_reward: float = 0.0
+    #: Reward for every other step.
+    step_reward: float = 0.0
+
+
+#: This module's schema of the ``env`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"env/frozenlake": FrozenLakeConfig}

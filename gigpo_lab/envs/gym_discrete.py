@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from gigpo_lab.choices import choice_enum
 from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, text_space, vocabulary_of
+from gigpo_lab.envs.factory import register_env
+from gigpo_lab.envs.schema import EnvConfig
 from gigpo_lab.envs.text_actions import normalize_action
 
 SUCCESS_MODES = ("terminated_positive", "terminated", "never")
@@ -178,3 +182,31 @@ class GymDiscreteText(TextEnv):
 
     def close(self) -> None:
         self.inner.close()
+
+
+register_env("gigpo_lab/GymDiscrete-v0", GymDiscreteText, max_episode_steps=200)
+
+
+SuccessOn = choice_enum("SuccessOn", SUCCESS_MODES, __name__)
+
+
+@dataclass
+class GymDiscreteConfig(EnvConfig):
+    """Any gymnasium env with a Discrete action space, as text (adapter ``gigpo_lab/GymDiscrete-v0``)."""
+
+    #: Keyword arguments for gymnasium.make(id, ...) of the adapted env.
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    #: One name per action, in the env's action order; null gives ["0", "1", ...].
+    action_names: Optional[list[str]] = None  # noqa: UP045
+    #: Dotted path 'package.module:function' (or 'package.module.function') of a function obs -> printable
+    #: ASCII text, used for the observation and the anchor; null = str(obs).
+    renderer: Optional[str] = None  # noqa: UP045
+    #: When info["success"] is true: terminated_positive (terminated on a step with reward > 0),
+    #: terminated (any termination), or never.
+    success_on: SuccessOn = SuccessOn.terminated_positive
+    #: The longest allowed rendering in characters; a longer one is an error.
+    max_obs_chars: int = 4096
+
+
+#: This module's schema of the ``env`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"env/gym_discrete": GymDiscreteConfig}

@@ -24,11 +24,14 @@ reward 0 and ``info["invalid"] = True`` (the feedback reads "Nothing happens.").
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from gymnasium import spaces
 
+from gigpo_lab.choices import choice_enum
 from gigpo_lab.envs.base import TextEnv, text_space, vocabulary_of
+from gigpo_lab.envs.factory import register_env
 from gigpo_lab.envs.household_world import (
     HAND,
     OBJECTS,
@@ -39,6 +42,7 @@ from gigpo_lab.envs.household_world import (
     all_commands,
     generate_world,
 )
+from gigpo_lab.envs.schema import EnvConfig
 
 #: Every fixed phrase of the feedback and the task line (the vocabulary is built from these).
 PHRASES = (
@@ -198,3 +202,28 @@ class HouseholdText(TextEnv):
         if cmd.verb == "put":
             return f"You put the {cmd.obj} {RECEPTACLES[cmd.rec][0]} the {cmd.rec}."
         return f"You {cmd.verb} the {cmd.obj} using the {cmd.rec}."
+
+
+register_env("gigpo_lab/Household-v0", HouseholdText, max_episode_steps=30)
+
+
+TaskType = choice_enum("TaskType", TASKS, __name__)
+
+
+@dataclass
+class HouseholdConfig(EnvConfig):
+    """``gigpo_lab/Household-v0`` (``gigpo_lab.envs.household.HouseholdText``)."""
+
+    #: Receptacles per world, int in [2, 7] (of cabinet, countertop, drawer, fridge, microwave, shelf, sink);
+    #: the goal's target and tool are always present.
+    num_receptacles: int = 5
+    #: Objects besides the goal object, int in [0, 6] (of apple, bowl, bread, egg, mug, plate, potato).
+    num_distractors: int = 2
+    #: Tasks to draw from, a non-empty subset of the allowed values.
+    task_types: list[TaskType] = field(default_factory=lambda: list(TaskType))
+    #: Reward on the step that completes the goal (other steps give 0); 10 as in the GiGPO paper.
+    success_reward: float = 10.0
+
+
+#: This module's schema of the ``env`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"env/household": HouseholdConfig}

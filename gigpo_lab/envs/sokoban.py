@@ -21,12 +21,15 @@ pushing one off, and ``solve_reward`` (+10) when every box is on a target, which
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from gigpo_lab.envs.base import TextEnv, render_grid, text_space, vocabulary_of
+from gigpo_lab.envs.factory import register_env
+from gigpo_lab.envs.schema import EnvConfig
 from gigpo_lab.envs.sokoban_gen import MOVES, Puzzle, generate_puzzle
 
 #: Action names, in the order of :data:`gigpo_lab.envs.sokoban_gen.MOVES`.
@@ -150,3 +153,34 @@ class SokobanText(TextEnv):
     def vocabulary(self) -> list[str]:
         """Instruction words, the seven cell symbols, the action names, and the newline."""
         return vocabulary_of([INSTRUCTION, self._actions_line(), "# _ O X * P S\n#"])
+
+
+register_env(
+    "gigpo_lab/Sokoban-v0", SokobanText, max_episode_steps=100
+)  # default max_episode_steps (RAGEN's max_steps)
+
+
+@dataclass
+class SokobanConfig(EnvConfig):
+    """``gigpo_lab/Sokoban-v0`` (``gigpo_lab.envs.sokoban.SokobanText``); defaults follow RAGEN / verl-agent."""
+
+    #: Room height including the border walls, int >= 4.
+    height: int = 6
+    #: Room width including the border walls, int >= 4.
+    width: int = 6
+    #: Boxes (and targets) per puzzle, int >= 1; the room must have room for them.
+    num_boxes: int = 1
+    #: Length of the generator's backwards random walk, int >= 1; longer walks give harder puzzles.
+    reverse_steps: int = 100
+    #: Reward of every step.
+    step_reward: float = -0.1
+    #: Reward for pushing a box onto a target.
+    box_on_target_reward: float = 1.0
+    #: Reward for pushing a box off a target.
+    box_off_target_reward: float = -1.0
+    #: Extra reward when every box is on a target (ends the episode).
+    solve_reward: float = 10.0
+
+
+#: This module's schema of the ``env`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"env/sokoban": SokobanConfig}
