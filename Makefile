@@ -29,7 +29,7 @@ test-slow: install
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # 5 = no slow tests collected
 
 bench: install
-	$(PY) experiments/bench_advantages.py
+	$(PY) experiments/bench/bench_advantages.py
 
 lint: install
 	$(PY) -m ruff check .

@@ -93,7 +93,7 @@ import time
 
 import torch
 
-sys.path.insert(0, "experiments")
+sys.path.insert(0, "experiments/bench")
 from bench_rollout import HFGenerateEngine, frozenlake_prompts  # noqa: E402
 
 from gigpo_lab.policy import build_hf_policy  # noqa: E402

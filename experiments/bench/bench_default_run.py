@@ -12,8 +12,8 @@ times, and the load averages). Alternating the trees spreads that noise over bot
 
 Usage (from the repo root)::
 
-    python experiments/bench_default_run.py --old /work/base --repeats 3
-    python experiments/bench_default_run.py --old /work/base --config "trainer.iterations=10"
+    python experiments/bench/bench_default_run.py --old /work/base --repeats 3
+    python experiments/bench/bench_default_run.py --old /work/base --config "trainer.iterations=10"
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from check_bitexact import quiet_overrides  # this folder is on sys.path when the script runs
 
 
 def _fit_seconds(line: str) -> float | None:
@@ -47,13 +49,12 @@ def one_run(tree: Path, overrides: str, python: str, scratch: Path, store: str |
     ``store``: the MLflow URI to use (an existing store), or None for a fresh sqlite store in the run's dir."""
     work = Path(tempfile.mkdtemp(dir=scratch, prefix="bench-"))
     uri = store or f"sqlite:///{work / 'mlflow.db'}"
-    group = "lightning" if (tree / "conf" / "lightning").is_dir() else "trainer"
     cmd = [
         python,
         "-m",
         "gigpo_lab.train",
         *shlex.split(overrides),
-        *(f"{group}.{k}" for k in ("num_threads=1", "progress_bar=false")),
+        *quiet_overrides(tree),
         f"tracking.uri={uri}",
         f"hydra.run.dir={work / 'hydra'}",
     ]

@@ -1,10 +1,10 @@
 """One LLM training iteration, today's path against the memory-bounded one, side by side: time and peak memory
 of the rollout, the old/ref scoring and the update, on the same rows.
 
-    python experiments/bench_llm_iteration.py                  # SmolLM2 + LoRA (needs `make smollm`)
-    python experiments/bench_llm_iteration.py --micro-batch-size 4 --no-reuse-rollout-logprobs
-    python experiments/bench_llm_iteration.py -- experiments=smollm2_household_lora rollout.groups=1
-    python experiments/bench_llm_iteration.py -- model=hf model.path=/models/m env=household  # any model
+    python experiments/bench/bench_llm_iteration.py                  # SmolLM2 + LoRA (needs `make smollm`)
+    python experiments/bench/bench_llm_iteration.py --micro-batch-size 4 --no-reuse-rollout-logprobs
+    python experiments/bench/bench_llm_iteration.py -- experiments=smollm2_household_lora rollout.groups=1
+    python experiments/bench/bench_llm_iteration.py -- model=hf model.path=/models/m env=household  # any model
 
 The old path is ``trainer.micro_batch_size=0`` and ``trainer.reuse_rollout_logprobs=false`` (whole-minibatch
 passes and a scoring pass after the rollout); the new one has ``--micro-batch-size`` rows a forward and keeps

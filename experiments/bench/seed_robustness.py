@@ -1,7 +1,7 @@
 """Seed robustness of one configuration: N seeds in parallel, then solved k/n, collapses and cost.
 
-    python experiments/seed_robustness.py --seeds 10 --jobs 2 -- estimator=grpo env=sokoban
-    python experiments/seed_robustness.py --seeds 10 --name lr3e-4 -- trainer.optimizer.lr=3e-4
+    python experiments/bench/seed_robustness.py --seeds 10 --jobs 2 -- estimator=grpo env=sokoban
+    python experiments/bench/seed_robustness.py --seeds 10 --name lr3e-4 -- trainer.optimizer.lr=3e-4
 
 Every run is a real ``train(cfg)`` (one torch thread each, ``--jobs`` worker processes that import the lab
 once) writing to its own sqlite MLflow store under ``--root``; the table is read back from those stores.

@@ -1,8 +1,8 @@
 """Benchmark: every estimator, vectorised, against a straightforward loop implementation of GiGPO.
 
-    python experiments/bench_advantages.py                 # N = 1e4, 1e5, 1e6 rows
-    python experiments/bench_advantages.py --quick         # N = 1e4, 1e5, fewer repeats
-    python experiments/bench_advantages.py --sizes 2e5,5e5 --arbitrary-ids --threads 1
+    python experiments/bench/bench_advantages.py                 # N = 1e4, 1e5, 1e6 rows
+    python experiments/bench/bench_advantages.py --quick         # N = 1e4, 1e5, fewer repeats
+    python experiments/bench/bench_advantages.py --sizes 2e5,5e5 --arbitrary-ids --threads 1
 
 Batches look like grid-world rollouts: groups of 8 trajectories of 1-50 steps; every trajectory of a group
 starts on the group's cell of a 5x5 torus and random-walks, so anchors (cells) repeat across and within

@@ -26,10 +26,10 @@ SmolLM2-135M-Instruct (``make smollm``), torch engine against HF generate, on a 
 
 Usage::
 
-    .venv/bin/python experiments/bench_rollout.py                      # B=8 G=8, 32 new tokens, history 2
-    .venv/bin/python experiments/bench_rollout.py --history-window 0 --threads 2 --repeats 7
-    .venv/bin/python experiments/bench_rollout.py --smollm2 --repeats 3   # + SmolLM2-135M rows
-    VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python experiments/bench_rollout.py   # + the vLLM column
+    .venv/bin/python experiments/bench/bench_rollout.py                      # B=8 G=8, 32 new tokens, history 2
+    .venv/bin/python experiments/bench/bench_rollout.py --history-window 0 --threads 2 --repeats 7
+    .venv/bin/python experiments/bench/bench_rollout.py --smollm2 --repeats 3   # + SmolLM2-135M rows
+    VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python experiments/bench/bench_rollout.py   # + the vLLM column
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
 from hf_tiny import build_tiny_hf_model  # noqa: E402
 
