@@ -47,7 +47,7 @@ for mod in ("lightning", "transformers", "hydra", "mlflow", "peft"):
 EOF
 
 # ---------------------------------------------------------------- 1. the gpu-marked tests
-part "gpu tests" 180 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_gpu.py tests/test_determinism.py
+part "gpu tests" 180 $PY -m pytest -q -m gpu -p no:cacheprovider tests/rollout/test_gpu.py tests/training/test_determinism.py
 
 # ---------------------------------------------------------------- 2. a 0.5 B Qwen2-shaped model, 5 bf16-mixed iterations
 MODEL="$OUT/qwen2-0.5b-random"

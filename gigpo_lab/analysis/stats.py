@@ -16,7 +16,7 @@ of the Statistical Precipice" (NeurIPS), and of its library rliable, computed wi
 Why not rliable itself: rliable 1.2.0 (the latest release) requires ``arch<8``; arch 7.2.0 fails to import
 with the lab's pandas 3.1 (``TypeError: deprecate_kwarg() missing 1 required positional argument``), and
 downgrading pandas under the other packages is not an option. The estimators are a few lines each on top of
-scipy's maintained bootstrap, checked against rliable's definitions in ``tests/test_stats.py``.
+scipy's maintained bootstrap, checked against rliable's definitions in ``tests/analysis/test_stats.py``.
 
 Shapes: a *stratum* holds the scores of one task's runs, ``(n,)``; a configuration's data is a list of strata
 (one per env). Statistic functions reduce the last axis and keep leading axes, so they accept scipy's

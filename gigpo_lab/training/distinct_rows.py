@@ -4,7 +4,7 @@ A from-scratch policy on a small env answers the same word in the same state aga
 FrozenLake 4x4 run, a minibatch of 128 rows holds only a few dozen distinct (prompt, response) pairs. Those rows have
 the same log-probs, so the policy runs on one copy of each and the result is indexed back to every row.
 Autograd's backward of the indexing adds up the gradients of the copies, so the loss and its gradient
-are the plain batch's, up to float rounding (the sums run in another order; tests/test_distinct_rows.py).
+are the plain batch's, up to float rounding (the sums run in another order; tests/training/test_distinct_rows.py).
 """
 
 from __future__ import annotations

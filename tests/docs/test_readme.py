@@ -9,7 +9,7 @@ import torch
 
 from gigpo_lab.advantages import compute_advantages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
 

@@ -22,7 +22,7 @@ from tiny_sizes import TINY
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.train import _build_module
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def two_rank_trainer(folder: Path, iterations: int, *callbacks: L.Callback) -> L.Trainer:

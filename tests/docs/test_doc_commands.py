@@ -8,8 +8,8 @@ Each command of every ``bash`` block is checked without training:
 * ``make <target>``: the Makefile has the target;
 * ``python -m <module> …``: the module can be found; ``python -c …``: the code compiles.
 
-docs/TUTORIAL.md's blocks also run for real in tests/test_tutorial.py; README's training commands run in
-tests/test_cli.py and tests/test_ddp.py (the CPU DDP smoke run through the console script).
+docs/TUTORIAL.md's blocks also run for real in tests/docs/test_tutorial.py; README's training commands run in
+tests/cli/test_cli.py and tests/training/test_ddp.py (the CPU DDP smoke run through the console script).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from doc_blocks import blocks, commands
 from gigpo_lab.cli import COMMANDS
 from gigpo_lab.config_paths import compose_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ("README.md", "docs/TUTORIAL.md")
 #: Hydra's flags: what follows them is not an override.
 HYDRA_FLAGS = {"-m", "--multirun", "--cfg", "-c", "--resolve", "--info", "-i", "--package", "-p"}

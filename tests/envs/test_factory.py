@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 
 from gigpo_lab.envs import TextActionWrapper, make_env, registered_ids
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 ENV_CONFIGS = sorted(p.stem for p in (CONF / "env").glob("*.yaml"))
 
 

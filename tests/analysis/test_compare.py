@@ -31,7 +31,7 @@ from gigpo_lab.analysis.runs import RunRecord, select_runs
 from gigpo_lab.analysis.summary import summarize
 
 BIN = Path(sys.executable).parent
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 #: A multirun this small takes about 15-25 s on 2 cores, most of it imports.

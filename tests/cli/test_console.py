@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gigpo_lab.progress import MAX_WIDTH, render
 from tests.conftest import TINY
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 #: Strings that only third-party noise prints (each was seen in a default run before it was silenced).
 NOISE = (

@@ -24,7 +24,7 @@ from gigpo_lab.config_paths import compose_config
 from gigpo_lab.train import train
 from tests.conftest import TINY
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_cli_unknown_key_names_it_and_a_close_match_and_exits_2(tmp_path):
-    """Through ``python -m`` too (tests/test_cli_errors.py has the console script's table of mistakes)."""
+    """Through ``python -m`` too (tests/cli/test_cli_errors.py has the console script's table of mistakes)."""
     done = _cli("trainer.iteratons=3", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith(

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from gigpo_lab.advantages import available_estimators, build_estimator, get_estimator_class
 from gigpo_lab.config_paths import all_schemas, register_schemas
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 NAMES = available_estimators()
 SCHEMAS = {k: v for k, v in all_schemas().items() if k.startswith("estimator/")}
 KL_IN_REWARD = {"grpo": False, "gigpo": False, "gigpo_step_index": False, "rloo": True, "reinforce_pp": True}

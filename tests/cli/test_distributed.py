@@ -2,7 +2,7 @@
 
 The strategy passed in is the smallest object with what ``across_ranks`` uses (``world_size``, ``root_device``,
 ``reduce``), its ``reduce`` a real ``torch.distributed.all_reduce``; the Lightning path is covered by
-``tests/test_ddp.py``.
+``tests/training/test_ddp.py``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import TINY
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

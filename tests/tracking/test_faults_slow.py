@@ -29,10 +29,10 @@ from mlflow.tracking import MlflowClient
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.train import train
 from tests.conftest import TINY
-from tests.test_determinism import checkpoint_tensors, metric_histories
+from tests.training.test_determinism import checkpoint_tensors, metric_histories
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 
 

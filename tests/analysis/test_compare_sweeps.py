@@ -24,7 +24,7 @@ from gigpo_lab.analysis.compare import main as compare_main
 from gigpo_lab.analysis.configs import group_configs
 from gigpo_lab.analysis.runs import select_runs
 from gigpo_lab.analysis.summary import summarize
-from tests.test_compare import BIN, ROOT, TINY_SWEEP, _env, run_sweep
+from tests.analysis.test_compare import BIN, ROOT, TINY_SWEEP, _env, run_sweep
 
 README = (ROOT / "README.md").read_text()
 EXPERIMENT = "gigpo-lab"  # the one-liner does not name one: the default experiment

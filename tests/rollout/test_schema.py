@@ -16,7 +16,7 @@ from gigpo_lab.config_paths import register_schemas
 from gigpo_lab.policy import HFPolicy, TinyPolicy
 from gigpo_lab.rollout import TorchEngine
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down"]
 
 
