@@ -26,8 +26,8 @@ def compose_env(tmp_path: Path, option: str, overrides: tuple[str, ...] = ()):
         return compose(config_name="primary", overrides=list(overrides))
 
 
-def test_the_five_configs_exist():
-    assert ENV_CONFIGS == ["frozenlake", "frozenlake8x8", "gym_discrete", "household", "sokoban"]
+def test_the_env_configs_exist():
+    assert ENV_CONFIGS == ["cliffwalking", "frozenlake", "frozenlake8x8", "gym_discrete", "household", "sokoban"]
 
 
 @pytest.mark.parametrize("option", ENV_CONFIGS)
