@@ -87,6 +87,26 @@ def commands(block: Block) -> list[str]:
     return out
 
 
+def add_lab_files(markdown: str, heading: str, root: Path) -> list[str]:
+    """Write the ``# lab file: PATH`` blocks of the section ``heading`` (the in-lab recipes of ARCHITECTURE.md)
+    under ``root``; return their paths inside the lab, sorted."""
+    section = markdown.split(heading)[1].split("\n### ")[0]
+    written = []
+    for block in blocks(section):
+        first = block.text.splitlines()[0] if block.text else ""
+        if first.startswith("# lab file:"):
+            written.append(first.split(":", 1)[1].strip())
+            _write(root / written[-1], block.text)
+    return sorted(written)
+
+
+def lab_search_path(root: Path) -> str:
+    """The override that puts ``root/conf`` on Hydra's search path beside the lab's own config root."""
+    from gigpo_lab.config_paths import config_root
+
+    return f"hydra.searchpath=[file://{config_root()},file://{root / 'conf'}]"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -5,7 +5,6 @@ compose time, and trains one iteration in a real Lightning run."""
 
 from __future__ import annotations
 
-import re
 import sys
 
 import gymnasium as gym
@@ -16,30 +15,22 @@ from hydra.utils import instantiate
 
 import gigpo_lab.envs as envs_package
 from gigpo_lab.config_paths import compose_config, config_root
+from tests import doc_blocks
 
 DOC = config_root() / "docs" / "ARCHITECTURE.md"
+HEADING = "### Adding an env (inside the lab)"
 NAME = "corridor"
-
-
-def recipe_files() -> dict[str, str]:
-    """{path inside the lab: text} of the recipe's ``# lab file: PATH`` blocks."""
-    section = DOC.read_text().split("### Adding an env (inside the lab)")[1].split("\n### ")[0]
-    found = re.finditer(r"^```\w*\n(# lab file: (\S+)\n.*?)^```", section, re.S | re.M)
-    return {m.group(2): m.group(1) for m in found}
 
 
 @pytest.fixture
 def lab(tmp_path, monkeypatch):
     """The lab with the recipe's two files added (in tmp_path); the registries restored afterwards."""
-    files = recipe_files()
-    assert sorted(files) == [f"conf/env/{NAME}.yaml", f"gigpo_lab/envs/{NAME}.py"]
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    written = doc_blocks.add_lab_files(DOC.read_text(), HEADING, tmp_path)
+    assert written == [f"conf/env/{NAME}.yaml", f"gigpo_lab/envs/{NAME}.py"]
     monkeypatch.setattr(
         envs_package, "__path__", [*envs_package.__path__, str(tmp_path / "gigpo_lab" / "envs")]
     )
-    yield f"hydra.searchpath=[file://{config_root()},file://{tmp_path / 'conf'}]"
+    yield doc_blocks.lab_search_path(tmp_path)
     sys.modules.pop(f"gigpo_lab.envs.{NAME}", None)
     gym.registry.pop("gigpo_lab/Corridor-v0", None)
     ConfigStore.instance().repo["schema"]["env"].pop(f"{NAME}.yaml", None)

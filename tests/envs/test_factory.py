@@ -27,7 +27,14 @@ def compose_env(tmp_path: Path, option: str, overrides: tuple[str, ...] = ()):
 
 
 def test_the_env_configs_exist():
-    assert ENV_CONFIGS == ["cliffwalking", "frozenlake", "frozenlake8x8", "gym_discrete", "household", "sokoban"]
+    assert ENV_CONFIGS == [
+        "cliffwalking",
+        "frozenlake",
+        "frozenlake8x8",
+        "gym_discrete",
+        "household",
+        "sokoban",
+    ]
 
 
 @pytest.mark.parametrize("option", ENV_CONFIGS)
