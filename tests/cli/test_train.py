@@ -171,7 +171,7 @@ def make_anchorless_env(**kwargs):
 
 
 def test_gigpo_on_an_env_without_anchors_fails_before_any_rollout(tiny_overrides, tmp_path):
-    cfg = compose_config([*tiny_overrides, "env._target_=tests.test_train.make_anchorless_env"])
+    cfg = compose_config([*tiny_overrides, "env._target_=tests.cli.test_train.make_anchorless_env"])
     with pytest.raises(Exception, match="anchor_ids") as err:
         train(cfg)
     assert "gigpo" in str(err.value)

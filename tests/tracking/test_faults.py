@@ -75,7 +75,7 @@ def make_faulty_env(
 
 def faulty(fault: str, seeds: str = "[2]") -> list[str]:
     return [
-        "env._target_=tests.test_faults.make_faulty_env",
+        "env._target_=tests.tracking.test_faults.make_faulty_env",
         f"+env.fault={fault}",
         f"+env.fault_seeds={seeds}",
     ]
