@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--experiment", default="smollm2_frozenlake2x2", help="a file of experiments/")
     parser.add_argument("--root", default="/tmp/llm_learning", help="the store (mlflow.db) and run outputs")
     parser.add_argument("--png", default="experiments/results/smollm2_learning.png", help="the curves")
-    parser.add_argument("--threads", type=int, default=2, help="trainer.num_threads of every run")
+    parser.add_argument("--threads", type=int, default=2, help="lightning.num_threads of every run")
     parser.add_argument("--target", type=float, default=0.3, help="the improvement that counts (absolute)")
     parser.add_argument("--only", nargs="*", choices=list(RUNS), default=None, help="run only these labels")
     parser.add_argument("--read-only", action="store_true", help="train nothing: report what the store holds")
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(args.root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    shared = [f"experiments={args.experiment}", f"trainer.num_threads={args.threads}", *args.overrides]
+    shared = [f"experiments={args.experiment}", f"lightning.num_threads={args.threads}", *args.overrides]
     from gigpo_lab.config_paths import compose_config
 
     experiment = compose_config(shared).tracking.experiment
