@@ -62,7 +62,7 @@ BAD_VALUES = [
     ("env.max_turns=-3", r"env.max_turns=-3 must be an int >= 1"),
     ("trainer.iterations=0", r"trainer.iterations=0 must be an int >= 1"),
     ("trainer.checkpoint_every=0", r"trainer.checkpoint_every=0 must be an int >= 1"),
-    ("trainer.optimizer.lr=-1e-3", r"trainer.optimizer.lr=-0.001 must be a number > 0"),
+    ("trainer.optimizer.lr=-1e-3", r"trainer.optimizer.lr=-0.001 must be a number >= 0"),
     ("rollout.max_env_error_rate=1.5", r"rollout.max_env_error_rate=1.5 must lie in \[0, 1\]"),
 ]
 
