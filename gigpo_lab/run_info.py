@@ -63,7 +63,10 @@ def validate_config(cfg: DictConfig) -> None:
     lr = OmegaConf.select(cfg, "trainer.optimizer.lr")
     if lr is not None:
         checks.append(
-            (_is_number(lr) and 0 <= lr < math.inf, f"trainer.optimizer.lr={lr!r} must be a number >= 0 (0 = frozen)")
+            (
+                _is_number(lr) and 0 <= lr < math.inf,
+                f"trainer.optimizer.lr={lr!r} must be a number >= 0 (0 = frozen)",
+            )
         )
     rate = cfg.rollout.max_env_error_rate  # a float (rollout schema)
     checks.append((0 <= rate <= 1, f"rollout.max_env_error_rate={rate!r} must lie in [0, 1]"))
