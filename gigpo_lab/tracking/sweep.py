@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
 from typing import Any
 
@@ -75,6 +77,7 @@ class MlflowSweepCallback(Callback):
         self.tracker.check_reachable()
         run_id = self.tracker.start()
         OPEN_PARENTS.append(self.tracker)
+        _exit_on_sigterm()
         if params:
             # "+group=a,b" / "~key" sweep keys: MLflow param names may not contain '+' or '~'
             self.tracker.log_params({f"sweep.{k.lstrip('+~')}": v for k, v in params.items()})
@@ -107,6 +110,28 @@ class MlflowSweepCallback(Callback):
                 f"{failed} of {len(statuses)} jobs of sweep {sweep_id} failed; the others finished. "
                 f"See `gigpo-lab compare --sweep-id {sweep_id}` and each failed run's log"
             )
+
+
+class Terminated(SystemExit):
+    """SIGTERM reached the sweep's launcher process (``kill``, a job scheduler's time limit)."""
+
+    def __str__(self) -> str:
+        return "the sweep's launcher received SIGTERM"
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(128 + signum)
+
+
+def _exit_on_sigterm() -> None:
+    """In the launcher, SIGTERM becomes an exception (exit code 143), so that ``gigpo_lab.train.main`` ends
+    the open parent run FAILED with the reason; Python's default would end the process with no cleanup and
+    leave the parent RUNNING. Only when nothing else handles SIGTERM (Lightning installs its own in a run)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
+        signal.SIG_DFL,
+        None,
+    ):
+        signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def fail_open_sweeps(err: BaseException) -> None:

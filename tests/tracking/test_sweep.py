@@ -43,3 +43,47 @@ def test_an_off_cluster_slurm_sweep_ends_its_parent_run_failed_with_the_reason(t
     (parent,) = _runs(tmp_path / "mlflow.db")
     assert parent.data.tags["gigpo_lab.role"] == "sweep-parent"
     assert parent.info.status == "FAILED" and "srun" in parent.data.tags["error"]
+
+
+def test_sigterm_to_the_launcher_ends_its_parent_run_failed(tmp_path):
+    """``kill <launcher>`` mid-sweep (by hand, or a scheduler's time limit): the parent run says FAILED with
+    the reason instead of staying RUNNING, and the command exits 143 (128 + SIGTERM)."""
+    import signal
+    import time
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from tiny_sizes import TINY
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    args = [
+        "-m",
+        *TINY,
+        "trainer.iterations=200",
+        "hydra/launcher=local",
+        "hydra.launcher.n_jobs=1",
+        "seed=0,1",
+    ]
+    proc = subprocess.Popen(
+        [str(BIN / "gigpo-lab"), "train", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    store = tmp_path / "mlflow.db"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # until the first job has opened its child run
+        try:  # the launcher may be creating the store's tables right now
+            runs = _runs(store) if store.exists() else []
+        except Exception:
+            runs = []
+        if any("mlflow.parentRunId" in r.data.tags for r in runs):
+            break
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    (parent,) = [r for r in _runs(store) if r.data.tags.get("gigpo_lab.role") == "sweep-parent"]
+    assert parent.info.status == "FAILED" and "SIGTERM" in parent.data.tags["error"]
