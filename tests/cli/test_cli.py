@@ -4,6 +4,7 @@ and from a non-editable (wheel) install."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,8 +55,18 @@ def test_python_dash_m_works_too(tmp_path):
 def test_non_editable_install_finds_its_configs(tmp_path):
     """A wheel install carries conf/, experiments/ and sweeps/ inside the package."""
     site = tmp_path / "site"
+    # build from a copy of the files git knows (tracked, or new and not ignored): setuptools builds in the
+    # source tree, and a stale build/ left there by an earlier install would ship modules deleted since
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    source = tmp_path / "source"
+    for name in files:
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     build = _run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(REPO)],
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(source)],
         tmp_path,
     )
     assert build.returncode == 0, build.stderr[-3000:]
