@@ -98,7 +98,7 @@ def test_the_experiment_smoke_runs_through_the_script(tmp_path, capsys):
             "rollout.group_size=2",
             "env.max_turns=2",
             "rollout.eval_episodes=2",
-            "trainer.progress_bar=false",
+            "lightning.progress_bar=false",
         ]
     )
     out = capsys.readouterr().out
