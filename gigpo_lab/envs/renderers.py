@@ -17,10 +17,15 @@ CLIFF_COLUMNS = 12  # CliffWalking-v1 is a 4 x 12 grid; obs = row * 12 + col
 FROZENLAKE_4X4_COLUMNS = 4  # FrozenLake-v1 with map_name 4x4; obs = row * 4 + col
 
 
+def _position(obs: int, columns: int) -> str:
+    """``row R col C`` of a grid position index ``obs = row * columns + col``."""
+    row, col = divmod(int(obs), columns)
+    return f"row {row} col {col}"
+
+
 def cliffwalking(obs: int) -> str:
     """``row R col C`` of CliffWalking's position index ``obs`` (row 3 holds the start, cliff and goal)."""
-    row, col = divmod(int(obs), CLIFF_COLUMNS)
-    return f"row {row} col {col}"
+    return _position(obs, CLIFF_COLUMNS)
 
 
 def taxi(obs: int) -> str:
@@ -35,5 +40,4 @@ def taxi(obs: int) -> str:
 
 def frozenlake_4x4(obs: int) -> str:
     """``row R col C`` of gymnasium FrozenLake-v1's position index ``obs`` on its 4x4 map."""
-    row, col = divmod(int(obs), FROZENLAKE_4X4_COLUMNS)
-    return f"row {row} col {col}"
+    return _position(obs, FROZENLAKE_4X4_COLUMNS)
