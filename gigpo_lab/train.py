@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
     A sweep whose launcher dies ends its MLflow parent run FAILED with the reason.
     """
     from gigpo_lab.cli_errors import explain
-    from gigpo_lab.tracking.sweep import FAILED_SWEEPS, fail_open_sweeps
+    from gigpo_lab.tracking.sweep import FAILED_SWEEPS, TERMINATED, fail_open_sweeps
 
     args = sys.argv[1:] if argv is None else list(argv)
     register_schemas()
@@ -359,6 +359,8 @@ def main(argv: list[str] | None = None) -> None:
         hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
         if _JOB_ERROR:
             raise _JOB_ERROR.pop()
+        if TERMINATED:
+            raise TERMINATED.pop()
     except BaseException as err:
         fail_open_sweeps(err)
         if traceback_wanted or isinstance(err, SystemExit | KeyboardInterrupt):

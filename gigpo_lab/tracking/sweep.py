@@ -119,8 +119,16 @@ class Terminated(SystemExit):
         return "the sweep's launcher received SIGTERM"
 
 
+#: Set when SIGTERM reached this launcher: ``gigpo_lab.train.main`` then exits 143 even if the exception below
+#: was swallowed on its way up (Hydra turns exceptions inside its callbacks into warnings).
+TERMINATED: list[Terminated] = []
+
+
 def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated(128 + signum)
+    err = Terminated(128 + signum)
+    TERMINATED.append(err)
+    fail_open_sweeps(err)  # the parent run says FAILED at once, whatever happens to the exception
+    raise err
 
 
 def _exit_on_sigterm() -> None:
