@@ -15,6 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 from gigpo_lab.tracking.sweep import sweep_context
 
 #: Columns every collector provides whatever the env; the rest depend on what the env reports.
+#: The tiny policy's builder (model=tiny), which has no packed forward for trainer.shared_prefix.
+TINY_POLICY = "gigpo_lab.policy.build_tiny_policy"
 _BASE_COLUMNS = ("rewards", "group_ids", "traj_ids", "step_ids", "invalid")
 
 
@@ -83,6 +85,21 @@ def validate_config(cfg: DictConfig) -> None:
         checks.append(
             (_is_number(gamma) and 0.0 <= gamma <= 1.0, f"estimator.gamma={gamma} must lie in [0, 1]")
         )
+    micro = cfg.trainer.micro_batch_size  # an int (trainer schema)
+    checks.append(
+        (
+            not cfg.trainer.shared_prefix or micro > 0,
+            f"trainer.shared_prefix=true works on micro-batches, but trainer.micro_batch_size={micro}; "
+            "set trainer.micro_batch_size to the rows per forward (e.g. 4) or trainer.shared_prefix=false",
+        )
+    )
+    checks.append(
+        (
+            not cfg.trainer.shared_prefix or cfg.model.get("_target_") != TINY_POLICY,
+            "trainer.shared_prefix=true needs a Hugging Face policy (model=hf or model=smollm2_135m): the tiny "
+            "policy has no packed forward; set trainer.shared_prefix=false",
+        )
+    )
     # every estimator here normalises within a group: a group of one has no baseline
     group_size = cfg.rollout.group_size  # an int (rollout schema)
     checks.append(

@@ -2,12 +2,13 @@
 of the rollout, the old/ref scoring and the update, on the same rows.
 
     python experiments/bench/bench_llm_iteration.py                  # SmolLM2 + LoRA (needs `make smollm`)
-    python experiments/bench/bench_llm_iteration.py --micro-batch-size 4 --no-reuse-rollout-logprobs
+    python experiments/bench/bench_llm_iteration.py --micro-batch-size 2 --no-shared-prefix --no-reuse-rollout-logprobs
     python experiments/bench/bench_llm_iteration.py -- experiments=smollm2_household_lora rollout.groups=1
     python experiments/bench/bench_llm_iteration.py -- model=hf model.path=/models/m env=household  # any model
 
 The old path is ``trainer.micro_batch_size=0`` and ``trainer.reuse_rollout_logprobs=false`` (whole-minibatch
-passes and a scoring pass after the rollout); the new one has ``--micro-batch-size`` rows a forward and keeps
+passes and a scoring pass after the rollout); the new one has ``--micro-batch-size`` rows a forward, runs each
+micro-batch's shared prompt runs once (``trainer.shared_prefix``; ``--no-shared-prefix`` turns it off) and keeps
 the torch engine's sampling log-probs as the old ones (``--no-reuse-rollout-logprobs`` rescores them in
 micro-batches instead). Each path runs in a fresh process (``--worker``), so its peak resident memory is its
 own. Both compose the same experiment with the same seed, so they collect the same rows and cut the same
@@ -124,7 +125,7 @@ def padded_cells(batch, size: int) -> int:
     return cells
 
 
-def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Path) -> dict:
+def worker(overrides: list[str], micro_batch_size: int, reuse: bool, shared: bool, out_dir: Path) -> dict:
     """Build the experiment and run one iteration by hand (rollout, scoring, advantages, update)."""
     meter = PeakMemory()
     t_start = time.perf_counter()
@@ -136,7 +137,11 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Pa
     from gigpo_lab.training.data import shuffled_minibatches
     from gigpo_lab.training.module import iteration_seed
 
-    path = [f"trainer.micro_batch_size={micro_batch_size}", f"trainer.reuse_rollout_logprobs={reuse}"]
+    path = [
+        f"trainer.micro_batch_size={micro_batch_size}",
+        f"trainer.reuse_rollout_logprobs={reuse}",
+        f"trainer.shared_prefix={shared}",
+    ]
     cfg = compose_config([*overrides, *BENCH_OVERRIDES, *path])
     torch.manual_seed(cfg.seed)
     instantiate(cfg.lightning).apply_threads()
@@ -167,7 +172,7 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Pa
     params = [p for p in module.policy.parameters() if p.requires_grad]
     saved = 0
     weights = {p.untyped_storage().data_ptr() for p in module.policy.parameters()}
-    minibatches = shuffled_minibatches(batch, module.ppo_epochs, module.minibatch_size, gen)
+    minibatches = shuffled_minibatches(batch, module.loop.ppo_epochs, module.loop.minibatch_size, gen)
     for i, mb in enumerate(minibatches):
         optimizer.zero_grad()
         if i == 0:
@@ -191,6 +196,7 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Pa
     return {
         "micro_batch_size": micro_batch_size,
         "reuse_rollout_logprobs": reuse,
+        "shared_prefix": shared,
         "rows": len(batch),
         "minibatches": len(minibatches),
         "real_tokens": int(batch.prompt_mask.sum() + batch.response_mask.sum()),
@@ -204,10 +210,11 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Pa
     }
 
 
-def run_path(overrides: list[str], micro_batch_size: int, reuse: bool, out_dir: Path) -> dict:
+def run_path(overrides: list[str], micro_batch_size: int, reuse: bool, shared: bool, out_dir: Path) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, __file__, "--worker", "--micro-batch-size", str(micro_batch_size)]
     cmd += ["--reuse-rollout-logprobs" if reuse else "--no-reuse-rollout-logprobs"]
+    cmd += ["--shared-prefix" if shared else "--no-shared-prefix"]
     cmd += ["--out-dir", str(out_dir), "--", *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -224,7 +231,8 @@ def report(old: dict, new: dict, diffs: dict, loads: tuple) -> str:
     """A markdown table of the two paths, their ratios, the numeric differences and the load."""
     rows = [
         f"| | old (micro_batch_size=0, rescored) | new (micro_batch_size={new['micro_batch_size']}, "
-        f"{'rollout log-probs' if new['reuse_rollout_logprobs'] else 'rescored'}) | new / old |",
+        f"{'rollout log-probs' if new['reuse_rollout_logprobs'] else 'rescored'}"
+        f"{', shared prefixes' if new['shared_prefix'] else ''}) | new / old |",
         "|---|---|---|---|",
     ]
     for key, label in (("times_s", "wall"), ("cpu_s", "CPU")):
@@ -258,7 +266,13 @@ def report(old: dict, new: dict, diffs: dict, loads: tuple) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--micro-batch-size", type=int, default=2, help="rows per micro-batch of the new path"
+        "--micro-batch-size", type=int, default=4, help="rows per micro-batch of the new path (default 4)"
+    )
+    parser.add_argument(
+        "--shared-prefix",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the new path runs each micro-batch's shared prompt runs once (trainer.shared_prefix; default on)",
     )
     parser.add_argument(
         "--reuse-rollout-logprobs",
@@ -272,15 +286,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     overrides = args.overrides or DEFAULT_OVERRIDES
     if args.worker:
-        print(json.dumps(worker(overrides, args.micro_batch_size, args.reuse_rollout_logprobs, args.out_dir)))
+        result = worker(
+            overrides, args.micro_batch_size, args.reuse_rollout_logprobs, args.shared_prefix, args.out_dir
+        )
+        print(json.dumps(result))
         return 0
     import torch
 
     load_before = tuple(round(x, 2) for x in os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="bench_llm_") as tmp:
-        old = run_path(overrides, 0, False, Path(tmp) / "old")
+        old = run_path(overrides, 0, False, False, Path(tmp) / "old")
         print(json.dumps({"old": old}), flush=True)  # kept even if the new path fails
-        new = run_path(overrides, args.micro_batch_size, args.reuse_rollout_logprobs, Path(tmp) / "new")
+        new = run_path(
+            overrides,
+            args.micro_batch_size,
+            args.reuse_rollout_logprobs,
+            args.shared_prefix,
+            Path(tmp) / "new",
+        )
         grads = [torch.load(Path(tmp) / p / "grad.pt") for p in ("old", "new")]
         logps = [torch.load(Path(tmp) / p / "old_logprobs.pt") for p in ("old", "new")]
     load_after = tuple(round(x, 2) for x in os.getloadavg())

@@ -69,6 +69,22 @@ class Policy(torch.nn.Module):
         """
         raise NotImplementedError
 
+    def forward_packed(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor
+    ) -> torch.Tensor:
+        """One forward over a packed sequence of several rows that share tokens (``trainer.shared_prefix``).
+
+        Args:
+            input_ids: (T,) int64; positions: (T,) int64, each token's position in its own row.
+            allowed: (T, T) bool, query x key: which earlier tokens each token attends to.
+            keep: (K,) int64, the columns whose logits are returned.
+        Returns:
+            logits (K, V) float.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no packed forward: trainer.shared_prefix needs a Hugging Face policy"
+        )
+
     def select_cache(self, cache: Any, index: torch.Tensor) -> Any:
         """The cache of rows ``index`` (M,) int64 of ``cache``: rows may repeat or be dropped (prefix sharing and
         dropping finished rows in the engine). May reuse ``cache``'s storage; the input cache is not used again."""
@@ -122,13 +138,27 @@ class Policy(torch.nn.Module):
         logits, _ = self.forward_logits(
             input_ids, attention_mask, None, logits_to_keep=response_len + 1, use_cache=False
         )
-        logits = logits[:, :-1].float() / temperature
-        log_norm = logits.logsumexp(-1)
-        logp = logits.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1) - log_norm
-        # H = log Z - E_p[logit], finite even where some probabilities underflow to 0.
-        entropy = log_norm - (F.softmax(logits, dim=-1) * logits).sum(-1)
-        zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
-        return torch.where(response_mask, logp, zero), torch.where(response_mask, entropy, zero)
+        return response_logprobs(logits[:, :-1], response_ids, response_mask, temperature)
+
+
+def response_logprobs(
+    logits: torch.Tensor, response_ids: torch.Tensor, response_mask: torch.Tensor, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs and entropies of the response tokens from the logits that predict them.
+
+    Args:
+        logits: (N, R, V), row j predicting ``response_ids[:, j]``.
+        response_ids: (N, R) int64; response_mask: (N, R) bool.
+    Returns:
+        logp (N, R) and entropy (N, R) float, 0 where masked (as ``Policy.logprobs``).
+    """
+    logits = logits.float() / temperature
+    log_norm = logits.logsumexp(-1)
+    logp = logits.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1) - log_norm
+    # H = log Z - E_p[logit], finite even where some probabilities underflow to 0.
+    entropy = log_norm - (F.softmax(logits, dim=-1) * logits).sum(-1)
+    zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
+    return torch.where(response_mask, logp, zero), torch.where(response_mask, entropy, zero)
 
 
 #: The fewest rows a deduplicated scoring batch keeps. BLAS picks its kernels by matrix shape, and very small

@@ -195,6 +195,24 @@ class HFPolicy(Policy):
         )
         return out.logits, getattr(out, self._cache_name)
 
+    def forward_packed(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor
+    ) -> torch.Tensor:
+        """Logits (K, V) at columns ``keep`` (K,) of one packed sequence ``input_ids`` (T,) with positions
+        (T,) and the attention pattern ``allowed`` (T, T) bool (query, key): a custom 4D mask, which
+        transformers passes to the attention as is (an additive float mask, so eager and SDPA read it alike)."""
+        dtype = next(self.model.parameters()).dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+        mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)
+        out = self.model(
+            input_ids=input_ids[None],
+            attention_mask=mask[None, None],
+            position_ids=positions[None],
+            use_cache=False,
+            logits_to_keep=keep,
+        )
+        return out.logits[0]
+
     def select_cache(self, cache: Any, index: torch.Tensor) -> Any:
         """``Cache.reorder_cache`` is an ``index_select`` on the batch dimension of every layer (in place)."""
         cache.reorder_cache(index)

@@ -155,6 +155,12 @@ class AdapterFreeReference:
         with self.policy.adapters_disabled():
             return self.policy.logprobs(*columns, **kwargs)
 
+    @torch.no_grad()
+    def forward_packed(self, *args: torch.Tensor) -> torch.Tensor:
+        """``Policy.forward_packed`` of the base model (for ``gigpo_lab.training.shared_prefix``)."""
+        with self.policy.adapters_disabled():
+            return self.policy.forward_packed(*args)
+
     def eval(self) -> AdapterFreeReference:
         return self
 

@@ -28,6 +28,7 @@ import torch
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.policy.base import distinct_rows as base_distinct_rows
 from gigpo_lab.training.loss import LossOutput, PolicyLoss
+from gigpo_lab.training.shared_prefix import prefix_sorted_chunks, shared_prefix_logprobs
 
 Columns = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -79,9 +80,24 @@ def distinct_rows(columns: Sequence[torch.Tensor], enabled: bool = True) -> tupl
     return base_distinct_rows(*columns)
 
 
+def _chunking(model, rows: Sequence[torch.Tensor], size: int, shared_prefix: bool):
+    """The chunks of ``rows`` (the four columns) and the function that scores a chunk: length-sorted chunks and
+    ``model.logprobs``, or prompt-sorted chunks and ``shared_prefix_logprobs``."""
+    if shared_prefix:
+        return prefix_sorted_chunks(rows[0], rows[1], size), lambda *c, temperature: shared_prefix_logprobs(
+            model, *c, temperature=temperature
+        )
+    return length_sorted_chunks(rows[1], rows[3], size), model.logprobs
+
+
 @torch.no_grad()
 def chunked_logprobs(
-    scorer, columns: Sequence[torch.Tensor], size: int, temperature: float, device: torch.device
+    scorer,
+    columns: Sequence[torch.Tensor],
+    size: int,
+    temperature: float,
+    device: torch.device,
+    shared_prefix: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``scorer.logprobs`` of all rows: each distinct row once, ``size`` rows a forward, padding trimmed per
     chunk.
@@ -89,6 +105,8 @@ def chunked_logprobs(
     Args:
         scorer: anything with ``Policy.logprobs`` (the policy, or the frozen reference).
         columns: prompt_ids, prompt_mask (N, P); response_ids, response_mask (N, R), on the CPU.
+        shared_prefix: chunks of prompt-sorted rows, each chunk's common prompt prefix run once
+            (``gigpo_lab.training.shared_prefix``; the scorer must be a ``Policy``).
     Returns:
         logp and entropy (N, R) float32 on the CPU, 0 where masked (as ``Policy.logprobs``).
     """
@@ -96,9 +114,10 @@ def chunked_logprobs(
     distinct = [c[first] for c in columns]
     logp = torch.zeros((len(first), columns[2].shape[1]), dtype=torch.float32)
     entropy = torch.zeros_like(logp)
-    for idx in length_sorted_chunks(distinct[1], distinct[3], size):
+    chunks, logprobs = _chunking(scorer, distinct, size, shared_prefix)
+    for idx in chunks:
         chunk = trim_padding(*(c[idx] for c in distinct))
-        chunk_logp, chunk_entropy = scorer.logprobs(*(c.to(device) for c in chunk), temperature=temperature)
+        chunk_logp, chunk_entropy = logprobs(*(c.to(device) for c in chunk), temperature=temperature)
         width = chunk_logp.shape[1]
         logp[idx, :width] = chunk_logp.to(logp)
         entropy[idx, :width] = chunk_entropy.to(logp)
@@ -113,6 +132,7 @@ def microbatched_loss(
     temperature: float,
     backward: Callable[[torch.Tensor], None],
     distinct: bool = True,
+    shared_prefix: bool = False,
 ) -> tuple[torch.Tensor, LossOutput]:
     """The loss of minibatch ``mb`` over chunks of ``size`` distinct rows, with gradient accumulation.
 
@@ -126,6 +146,8 @@ def microbatched_loss(
         mb: the minibatch (N rows) with old_logprobs, advantages and (optional) ref_logprobs, on the device.
         backward: back-propagates one chunk's weighted loss (Lightning's strategy, or ``Tensor.backward``).
         distinct: compute each distinct row once (``trainer.distinct_rows``); False: every row.
+        shared_prefix: chunks of prompt-sorted rows, each chunk's common prompt prefix run once
+            (``trainer.shared_prefix``, ``gigpo_lab.training.shared_prefix``).
     Returns:
         the last chunk's weighted loss (0-dim, with grad), and the whole minibatch's ``LossOutput``
         (detached).
@@ -142,13 +164,13 @@ def microbatched_loss(
     columns = (mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.response_mask)
     first, inverse = distinct_rows(columns, distinct)
     rows_once = [c[first] for c in columns]
-    chunks = length_sorted_chunks(rows_once[1], rows_once[3], size)
+    chunks, logprobs = _chunking(policy, rows_once, size, shared_prefix)
     sums = dict.fromkeys(("loss", "pg_loss", "kl", "entropy", "clipfrac", "approx_kl"), 0.0)
     weighted = None
     for k, idx in enumerate(chunks):
         chunk = trim_padding(*(c[idx] for c in rows_once))
         width = chunk[2].shape[1]
-        chunk_logp, chunk_entropy = policy.logprobs(*chunk, temperature=temperature)
+        chunk_logp, chunk_entropy = logprobs(*chunk, temperature=temperature)
         # the minibatch rows whose distinct row is in this chunk, and where in the chunk it is
         place = torch.full((len(first),), -1, dtype=torch.long, device=idx.device)
         place[idx] = torch.arange(len(idx), device=idx.device)

@@ -255,7 +255,9 @@ class GiGPOModule(L.LightningModule):
         in micro-batches."""
         t = self.logprob_temperature
         if self.loop.micro_batch_size > 0:
-            return chunked_logprobs(scorer, cols, self.loop.micro_batch_size, t, self.device)
+            return chunked_logprobs(
+                scorer, cols, self.loop.micro_batch_size, t, self.device, self.loop.shared_prefix
+            )
         logp, entropy = score_unique_rows(scorer, *(c.to(self.device) for c in cols), temperature=t)
         return logp.cpu(), entropy.cpu()
 
@@ -289,6 +291,7 @@ class GiGPOModule(L.LightningModule):
                 self.logprob_temperature,
                 self._backward,
                 distinct=self.loop.distinct_rows,
+                shared_prefix=self.loop.shared_prefix,
             )
         else:
             logprobs = distinct_rows_logprobs if self.loop.distinct_rows else _plain_logprobs

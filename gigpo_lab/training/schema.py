@@ -78,6 +78,11 @@ class TrainerConfig:
     #: only with distinct_rows), shortest rows together, padding trimmed, gradients accumulated to the same
     #: step (a memory bound for LLMs); 0 = whole minibatches.
     micro_batch_size: int = 0
+    #: With micro_batch_size > 0: cut the micro-batches from rows sorted by prompt text and run each micro-batch's
+    #: common prompt prefix once, its KV cache shared by the rows (gigpo_lab/training/shared_prefix.py): the same
+    #: log-probs and gradients up to float rounding, for less compute when prompts share a long opening (an
+    #: LLM's system prompt, a group's first observation); false = every row's whole prompt.
+    shared_prefix: bool = False
     #: true = the PPO ratio's old log-probs are the torch engine's sampling log-probs (the same module at the
     #: same temperature; needs rollout.top_p=1), saving the scoring pass (and its rollout/entropy metric);
     #: false = rescore the rows after the rollout.

@@ -1,0 +1,214 @@
+"""The update's forward with the prompts' common prefix run once (gigpo_lab/training/shared_prefix.py) computes
+what ``Policy.logprobs`` on the full rows computes: log-probs, entropies and gradients within 1e-5 in float32,
+on a tiny HF model (with and without LoRA, and as the adapter-free KL reference) and on the tiny GPT policy;
+the micro-batched loss with it equals the whole-minibatch loss; a config that asks for it without micro-batches
+is refused at compose time."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hf_tiny import build_tiny_hf_model
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gigpo_lab.config_paths import compose_config
+from gigpo_lab.policy import build_hf_policy, build_tiny_policy
+from gigpo_lab.run_info import ConfigError, validate_config
+from gigpo_lab.training.loss import PolicyLoss
+from gigpo_lab.training.microbatch import chunked_logprobs, microbatched_loss
+from gigpo_lab.training.shared_prefix import prefix_sorted_chunks, prefix_tree, shared_prefix_logprobs
+
+TOL = {"rtol": 0.0, "atol": 1e-5}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return build_tiny_hf_model(tmp_path_factory.mktemp("qwen2"), hidden_size=64, num_layers=2)
+
+
+def _rows(prompts: list[list[int]], responses: list[list[int]], pad: int):
+    """Left-padded prompts and right-padded responses with their masks (the layout of ``Policy.logprobs``)."""
+    width_p, width_r = max(map(len, prompts)), max(map(len, responses))
+    return (
+        torch.tensor([[pad] * (width_p - len(p)) + p for p in prompts]),
+        torch.tensor([[False] * (width_p - len(p)) + [True] * len(p) for p in prompts]),
+        torch.tensor([r + [pad] * (width_r - len(r)) for r in responses]),
+        torch.tensor([[True] * len(r) + [False] * (width_r - len(r)) for r in responses]),
+    )
+
+
+def _group_rows(policy, suffixes: list[str], answers: list[str], answer_prefix: str = "<action>"):
+    """Rows whose prompts share the system prompt and the opening observation, then differ (a group's turns)."""
+    prompts = [policy.build_prompt("S F F H F G " + s, "", []) for s in suffixes]
+    responses = [policy.tokenizer.encode(answer_prefix + a) for a in answers]
+    return _rows(prompts, responses, policy.tokenizer.pad_id)
+
+
+def _grads(policy) -> torch.Tensor:
+    return torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None])
+
+
+def _logprobs_and_grads(policy, fn, cols, weights):
+    """logp, entropy and the gradient of a weighted sum of both (so every position and row counts)."""
+    policy.zero_grad(set_to_none=True)
+    logp, entropy = fn(*cols)
+    ((logp * weights).sum() + 0.1 * (entropy * weights).sum()).backward()
+    return logp.detach(), entropy.detach(), _grads(policy)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    suffix_words=st.lists(st.integers(0, 6), min_size=2, max_size=6),
+    answer_words=st.lists(st.integers(1, 5), min_size=6, max_size=6),
+    lora=st.booleans(),
+)
+def test_shared_prefix_logprobs_and_gradients_equal_the_plain_forward(
+    model_dir, suffix_words, answer_words, lora
+):
+    policy = build_hf_policy(str(model_dir), lora={"enabled": True, "r": 4, "seed": 1} if lora else None)
+    policy.train()
+    words = ["F", "H", "G", "S", "F H", "up left"]
+    suffixes = [" ".join(words[: k % 6] * (1 + k)) for k in suffix_words]
+    answers = [" ".join(["up"] * answer_words[i]) for i in range(len(suffixes))]
+    cols = _group_rows(policy, suffixes, answers)
+    prompts = [ids[mask].tolist() for ids, mask in zip(cols[0], cols[1], strict=True)]
+    assert any(node.row < 0 for node in prefix_tree(prompts, 1))  # the shared path really runs
+    weights = torch.randn(cols[2].shape, generator=torch.Generator().manual_seed(len(suffixes)))
+    plain = _logprobs_and_grads(policy, policy.logprobs, cols, weights)
+    shared = _logprobs_and_grads(policy, lambda *c: shared_prefix_logprobs(policy, *c), cols, weights)
+    for a, b in zip(plain, shared, strict=True):
+        torch.testing.assert_close(b, a, **TOL)
+    assert plain[2].abs().max() > 0  # gradients reached the trained parameters
+
+
+def test_the_adapter_free_reference_scores_the_same_with_shared_prefixes_and_the_tiny_policy_refuses(
+    model_dir,
+):
+    vocabulary = ["up", "down", "left", "right", "S", "F", "H", "G"]
+    tiny = build_tiny_policy(vocabulary, d_model=32, n_layers=2, n_heads=2, prompt_source="observation")
+    tiny_cols = _group_rows(tiny, ["F", "F H G"], ["up", "down"], answer_prefix="")
+    with pytest.raises(NotImplementedError, match="trainer.shared_prefix needs a Hugging Face policy"):
+        shared_prefix_logprobs(tiny, *tiny_cols)
+
+    policy = build_hf_policy(str(model_dir), lora={"enabled": True, "r": 4, "seed": 2}).eval()
+    with torch.no_grad():  # move the adapters off zero, so that the reference differs from the policy
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.add_(0.05)
+    reference = policy.make_reference()
+    cols = _group_rows(policy, ["F", "F H G", "H"], ["up", "down up", "left"])
+    want = reference.logprobs(*cols)
+    got = shared_prefix_logprobs(reference, *cols)
+    for a, b in zip(want, got, strict=True):
+        torch.testing.assert_close(b, a, **TOL)
+    assert (policy.logprobs(*cols)[0] - want[0]).abs().max() > 1e-3  # the reference really is the base
+
+
+def test_without_a_long_enough_common_prefix_it_is_the_plain_forward(model_dir):
+    policy = build_hf_policy(str(model_dir)).eval()
+    pad = policy.tokenizer.pad_id
+    cols = _rows([[5, 6, 7], [8, 6, 7]], [[9], [9, 10]], pad)  # no common first token
+    want, got = policy.logprobs(*cols), shared_prefix_logprobs(policy, *cols)
+    for a, b in zip(want, got, strict=True):
+        assert torch.equal(a, b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prompts=st.lists(st.lists(st.integers(1, 3), min_size=1, max_size=9), min_size=1, max_size=10),
+    min_shared=st.integers(1, 4),
+)
+def test_the_prefix_tree_rebuilds_every_prompt_and_shares_only_long_runs(prompts, min_shared):
+    nodes = prefix_tree(prompts, min_shared)
+    leaves = [node for node in nodes if node.row >= 0]
+    assert sorted(node.row for node in leaves) == list(range(len(prompts)))
+    below = [set() for _ in nodes]
+    for k, node in enumerate(nodes):
+        assert node.parent < k  # a parent comes before its children
+        assert node.depth == (nodes[node.parent].depth + 1 if node.parent >= 0 else 0)
+    for leaf in leaves:
+        assert leaf.tokens  # its own last prompt token predicts the response's first
+        text, k = list(leaf.tokens), leaf.parent
+        while k >= 0:
+            text, k = nodes[k].tokens + text, nodes[k].parent
+        assert text == prompts[leaf.row]
+        k = leaf.parent
+        while k >= 0:
+            below[k].add(leaf.row)
+            k = nodes[k].parent
+    for k, node in enumerate(nodes):
+        if node.row < 0:
+            assert len(node.tokens) >= min_shared and len(below[k]) >= 2
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    prompts=st.lists(st.lists(st.integers(1, 4), min_size=1, max_size=6), min_size=1, max_size=12),
+    size=st.integers(0, 5),
+)
+def test_prefix_sorted_chunks_cover_every_row_once_in_prompt_order(prompts, size):
+    cols = _rows(prompts, [[1]] * len(prompts), pad=0)
+    chunks = prefix_sorted_chunks(cols[0], cols[1], size)
+    order = torch.cat(chunks).tolist()
+    assert sorted(order) == list(range(len(prompts)))
+    assert [prompts[i] for i in order] == sorted(prompts)
+    assert all(len(c) == (size if size > 0 else len(prompts)) for c in chunks[:-1])
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_micro_batched_loss_with_shared_prefixes_equals_the_whole_minibatch(model_dir, size):
+    from gigpo_lab.batch import StepBatch
+
+    policy = build_hf_policy(str(model_dir), lora={"enabled": True, "r": 4, "seed": 5}).train()
+    suffixes = ["F", "F H", "H", "G G", "F", "H H H", "G"]
+    answers = ["up", "down", "left", "up up", "up", "right", "down"]
+    cols = _group_rows(policy, suffixes, answers)
+    n = len(suffixes)
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        logp = policy.logprobs(*cols)[0]
+    noise = 0.1 * torch.randn(cols[3].shape, generator=gen)
+    mb = StepBatch(
+        group_ids=torch.zeros(n, dtype=torch.long),
+        traj_ids=torch.arange(n),
+        step_ids=torch.zeros(n, dtype=torch.long),
+        rewards=torch.zeros(n),
+        prompt_ids=cols[0],
+        prompt_mask=cols[1],
+        response_ids=cols[2],
+        response_mask=cols[3],
+        old_logprobs=torch.where(cols[3], logp + noise, torch.zeros(())),
+        advantages=torch.randn(n, generator=gen),
+    )
+    loss_fn = PolicyLoss(entropy_coef=0.01)
+    policy.zero_grad(set_to_none=True)
+    logp_all, entropy_all = policy.logprobs(*cols)
+    whole = loss_fn(logp_all, mb.old_logprobs, mb.advantages, mb.response_mask, entropy_all, None)
+    whole.loss.backward()
+    want = _grads(policy)
+    policy.zero_grad(set_to_none=True)
+    last, out = microbatched_loss(policy, loss_fn, mb, size, 1.0, torch.Tensor.backward, shared_prefix=True)
+    last.backward()
+    torch.testing.assert_close(out.loss, whole.loss.detach(), **TOL)
+    torch.testing.assert_close(_grads(policy), want, **TOL)
+    with torch.no_grad():
+        scored = chunked_logprobs(policy, cols, size, 1.0, torch.device("cpu"), shared_prefix=True)
+    torch.testing.assert_close(scored[0], logp_all.detach(), **TOL)
+
+
+def test_shared_prefix_without_micro_batches_or_with_the_tiny_policy_is_refused_at_compose_time(model_dir):
+    with pytest.raises(ConfigError, match="trainer.micro_batch_size"):
+        validate_config(compose_config(["trainer.shared_prefix=true", "model=hf", f"model.path={model_dir}"]))
+    with pytest.raises(ConfigError, match="needs a Hugging Face policy"):
+        validate_config(compose_config(["trainer.shared_prefix=true", "trainer.micro_batch_size=4"]))
+    validate_config(
+        compose_config(
+            [
+                "trainer.shared_prefix=true",
+                "trainer.micro_batch_size=4",
+                "model=hf",
+                f"model.path={model_dir}",
+            ]
+        )
+    )
