@@ -28,6 +28,7 @@ import torch
 
 from gigpo_lab.policy.base import response_logprobs
 
+
 @dataclass
 class _Node:
     """A run of prompt tokens ``tokens`` shared by the rows under it (internal node), or one row's own rest

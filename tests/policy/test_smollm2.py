@@ -28,7 +28,9 @@ def test_experiment_file_composes():
     assert cfg.model.response_prefix == "<action>"
     # the memory-bounded path (experiments/bench/bench_llm_iteration.py): 4-row micro-batches with shared prompt
     # runs, no scoring pass
-    assert cfg.trainer.micro_batch_size == 4 and cfg.trainer.shared_prefix and cfg.trainer.reuse_rollout_logprobs
+    assert (
+        cfg.trainer.micro_batch_size == 4 and cfg.trainer.shared_prefix and cfg.trainer.reuse_rollout_logprobs
+    )
 
 
 def test_lora_experiment_changes_only_the_adapters_and_the_budget():
