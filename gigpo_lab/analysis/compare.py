@@ -46,11 +46,21 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     slug, metric = metric_slug(summary.metric), summary.metric
-    curves = [
-        c for r in summary.rows if (c := plots.learning_curve(r.config.label, r.config.finished, metric))
+    # several envs: one panel per env (named by the label's env words), each curve named by its method
+    by_env = len({r.config.task for r in summary.rows}) > 1
+    drawn = [
+        (c, " ".join(t for t in r.config.tokens if t not in r.config.method) or r.config.label)
+        for r in summary.rows
+        if (
+            c := plots.learning_curve(
+                " ".join(r.config.method) if by_env else r.config.label, r.config.finished, metric
+            )
+        )
     ]
+    curves, panels = [c for c, _ in drawn], [p for _, p in drawn]
+    path = out / f"learning_curves-{slug}.png"
     images = (
-        [plots.learning_curves(curves, metric, out / f"learning_curves-{slug}.png", title)] if curves else []
+        [plots.learning_curves(curves, metric, path, title, panels if by_env else None)] if curves else []
     )
     finished = [r for r in summary.rows if r.n]
     if summary.methods:

@@ -1,6 +1,7 @@
 """PNG plots for ``gigpo-lab compare``, each with 95% stratified bootstrap CIs (``stats.py``).
 
-- ``learning_curves``: per configuration, the IQM over seeds at equal env steps, with a CI band;
+- ``learning_curves``: per configuration, the IQM over seeds at equal env steps, with a CI band; one panel
+  per env when the comparison spans several;
 - ``omega_ablation``: the final metric's IQM against ω, CI whiskers (drawn like the GiGPO paper's figure);
 - ``aggregate``: IQM and mean of the final metric per configuration, or per method across envs, as intervals
   (the layout of Agarwal et al. 2021, Fig. 1);
@@ -92,23 +93,35 @@ def _rate_axis(set_lim, metric: str) -> None:
         set_lim(-0.03, 1.03)
 
 
-def learning_curves(curves: Sequence[Curve], metric: str, path: str | Path, title: str = "") -> Path:
-    """Every configuration's IQM curve with its 95% bootstrap band, on one figure."""
+def learning_curves(
+    curves: Sequence[Curve],
+    metric: str,
+    path: str | Path,
+    title: str = "",
+    panels: Sequence[str] | None = None,
+) -> Path:
+    """Every configuration's IQM curve with its 95% bootstrap band. ``panels`` (one name per curve, e.g. its
+    env) draws one subplot per distinct name, in first-seen order; without it, one plot of all curves."""
+    names = list(dict.fromkeys(panels)) if panels else [""]
+    owner = list(panels) if panels else [""] * len(curves)
     use_env_steps = all(c.env_steps for c in curves)
-    fig, (ax,) = _figure()
-    for c in curves:
-        (line,) = ax.plot(c.x, c.iqm, marker="o", markersize=3, label=f"{c.label} (n={c.n})")
-        band = [(x, lo, hi) for x, lo, hi in zip(c.x, c.low, c.high, strict=True) if math.isfinite(lo)]
-        if band:
-            bx, lo, hi = zip(*band, strict=True)
-            ax.fill_between(bx, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-    ax.set_xlabel("training env steps (eval/env_steps_total)" if use_env_steps else "iteration")
-    ax.set_ylabel(metric)
-    _rate_axis(ax.set_ylim, metric)
+    fig, axes = _figure(width=7.0 if len(names) == 1 else min(4.5 * len(names), 18.0), ncols=len(names))
+    for ax, name in zip(axes, names, strict=True):
+        for c in (c for c, o in zip(curves, owner, strict=True) if o == name):
+            (line,) = ax.plot(c.x, c.iqm, marker="o", markersize=3, label=f"{c.label} (n={c.n})")
+            band = [(x, lo, hi) for x, lo, hi in zip(c.x, c.low, c.high, strict=True) if math.isfinite(lo)]
+            if band:
+                bx, lo, hi = zip(*band, strict=True)
+                ax.fill_between(bx, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+        ax.set_xlabel("training env steps (eval/env_steps_total)" if use_env_steps else "iteration")
+        _rate_axis(ax.set_ylim, metric)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+        if name:
+            ax.set_title(name, fontsize="medium")
+    axes[0].set_ylabel(metric)
     what = f"{metric}: IQM over seeds, 95% bootstrap CI"
-    ax.set_title(f"{title}\n{what}" if title else what, fontsize="medium")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    fig.suptitle(f"{title}\n{what}" if title else what, fontsize="medium")
     return _save(fig, path)
 
 

@@ -251,6 +251,27 @@ def test_curves_take_the_iqm_of_the_seeds_at_equal_env_steps(sweep):
         assert (low, high) == (pytest.approx(min(held)), pytest.approx(max(held)))
 
 
+def test_curves_of_several_envs_get_one_panel_each(sweep, tmp_path):
+    import matplotlib.image
+
+    from gigpo_lab.analysis.plots import learning_curves
+
+    selection = select_runs(sweep.uri, experiment=sweep.experiment, metric="eval/success_rate")
+    curves = [
+        learning_curve(name, [r for r in selection.records if r.estimator == name], "eval/success_rate")
+        for name in ("grpo", "gigpo")
+    ]
+    one = learning_curves(curves, "eval/success_rate", tmp_path / "one.png")
+    two = learning_curves(curves, "eval/success_rate", tmp_path / "two.png", panels=["env a", "env b"])
+    three = learning_curves(
+        [*curves, curves[0]], "eval/success_rate", tmp_path / "three.png", panels=["a", "b", "c"]
+    )
+    widths = [matplotlib.image.imread(str(p)).shape[1] for p in (one, two, three)]
+    # one plot is 7 in wide, n panels 4.5 in each: at the same dpi the widths follow
+    assert widths[1] / widths[0] == pytest.approx(9.0 / 7.0, rel=0.02)
+    assert widths[2] / widths[0] == pytest.approx(13.5 / 7.0, rel=0.02)
+
+
 def test_a_sweep_with_a_failed_job_exits_non_zero(omega_sweep):
     assert "1 of 3 jobs" in omega_sweep.stderr_tail  # the callback did raise, after the other jobs
     assert omega_sweep.returncode != 0
