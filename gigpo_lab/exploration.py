@@ -3,7 +3,7 @@
 ``exploration=none`` (the default) leaves the rewards alone. ``exploration=count`` adds a count-based
 novelty bonus to every step row::
 
-    r'_t = r_t + beta / sqrt(N(s_{t+1}))
+    r'_t = r_t + beta / sqrt(N(s_{t+1}))     (with first_visit: only when s_{t+1} is new to this episode)
 
 ``s_{t+1}`` is the env's anchor after the step (``info["anchor"]``: the raw state, the key GiGPO's step
 groups already use), and ``N`` counts every step row that arrived in it over the whole run so far, this
@@ -17,6 +17,13 @@ estimation for Markov decision processes", JCSS 74(8)), which uses ``beta / sqrt
 before the bonus). The next state, not (s, a), because an invalid word leaves the state where it was: under
 a next-state count it earns the bonus of an old, much-visited state, while a new (s, invalid) pair would
 earn a fresh one. The bonus knows nothing of the env beyond the anchor string.
+
+``first_visit`` (on by default) pays the bonus only on a step that reaches a state this episode has not been
+in (its reset state counts as visited). A bonus on every step makes any long episode pay: on FrozenLake 4x4 a
+seed learned to avoid the holes and wander until the turn limit, never reaching the goal, because ending the
+episode (in the goal too) stopped the bonus (docs/WHY_RUNS_FAIL.md). Paid once per state and episode, a
+loop or an invalid word earns nothing, so only reaching new ground does; this is the episodic-novelty gate of
+Never Give Up (Badia et al. 2020, arXiv 2002.06038) on top of the lifelong count.
 
 Only the estimators see the bonus: ``rollout/success_rate`` and ``rollout/return`` stay the env's own. The
 bonus is logged as ``rollout/novelty_bonus`` (mean per step row), ``rollout/distinct_states`` (states
@@ -59,12 +66,14 @@ class CountBonus:
 
     Args:
         beta: the bonus of a state seen once; >= 0 and finite (0 counts states but changes no reward).
+        first_visit: pay it only on a step into a state new to its episode (module docstring).
     """
 
-    def __init__(self, beta: float = 0.1) -> None:
+    def __init__(self, beta: float = 0.1, first_visit: bool = True) -> None:
         if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
             raise ValueError(f"exploration.beta={beta!r} must be a finite number >= 0")
         self.beta = float(beta)
+        self.first_visit = bool(first_visit)
         self.counts: dict[str, int] = {}
 
     def count(self, next_anchors: Sequence[str]) -> tuple[torch.Tensor, int]:
@@ -79,9 +88,12 @@ class CountBonus:
         return torch.tensor([self.counts[k] for k in keys], dtype=torch.float64), new
 
     def __call__(self, batch: StepBatch) -> dict[str, float]:
-        """Add the bonus to ``batch.rewards`` (N,) in place of the column; needs ``extras["next_anchors"]``."""
+        """Add the bonus to ``batch.rewards`` (N,) in place of the column; needs ``extras["next_anchors"]``
+        (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and ``anchor_texts``)."""
         n, new = self.count(batch.extras["next_anchors"])
         bonus = self.beta / n.sqrt()
+        if self.first_visit:
+            bonus = bonus * first_visits(batch)
         batch.rewards = (batch.rewards.double() + bonus).to(batch.rewards.dtype)
         return {
             "rollout/novelty_bonus": bonus.mean().item() if len(bonus) else 0.0,
@@ -94,6 +106,23 @@ class CountBonus:
 
     def load(self, state: dict) -> None:
         self.counts = {str(k): int(v) for k, v in state.get("counts", {}).items()}
+
+
+def first_visits(batch: StepBatch) -> torch.Tensor:
+    """(N,) float64: 1.0 on a row whose next anchor its trajectory had not been in before (the reset anchor
+    and every earlier next anchor count as visited), else 0.0. Rows may come in any order."""
+    nxt, anchors = batch.extras["next_anchors"], batch.anchor_texts
+    traj, step = batch.traj_ids.tolist(), batch.step_ids.tolist()
+    out = torch.zeros(len(nxt), dtype=torch.float64)
+    seen: dict[int, set[str]] = {}
+    for i in sorted(range(len(nxt)), key=lambda i: (traj[i], step[i])):
+        visited = seen.setdefault(traj[i], set())
+        if step[i] == 0:
+            visited.add(anchors[i])
+        if nxt[i] not in visited:
+            out[i] = 1.0
+            visited.add(nxt[i])
+    return out
 
 
 @dataclass
@@ -110,6 +139,9 @@ class CountBonusConfig:
     _target_: str = "gigpo_lab.exploration.CountBonus"
     #: The bonus of a state seen once, >= 0; N(s') counts every arrival in the anchor s' over the whole run.
     beta: float = 0.1
+    #: true = pay the bonus only on a step into a state new to its episode (no pay for loops, invalid words or
+    #: a long episode as such); false = on every step.
+    first_visit: bool = True
 
 
 #: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).

@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.envs import make_env
-from gigpo_lab.exploration import CountBonus, NoBonus
+from gigpo_lab.exploration import CountBonus, NoBonus, first_visits
 from gigpo_lab.policy import build_tiny_policy
 from gigpo_lab.rollout import build_torch_engine
 from gigpo_lab.rollout.collector import Collector
@@ -33,7 +33,7 @@ def _batch(next_anchors: list[str], rewards: list[float] | None = None) -> StepB
 
 
 def test_counts_and_bonus_match_a_hand_computed_oracle():
-    bonus = CountBonus(beta=0.5)
+    bonus = CountBonus(beta=0.5, first_visit=False)
     batch = _batch(["a", "b", "a"], [1.0, -1.0, 0.0])
     metrics = bonus(batch)
     # after this batch N(a) = 2, N(b) = 1: the bonus is computed with the batch's own rows counted
@@ -51,6 +51,47 @@ def test_counts_and_bonus_match_a_hand_computed_oracle():
     metrics = bonus(second)  # N(a) = 3, N(c) = 1
     assert second.rewards.tolist() == pytest.approx([0.5 / math.sqrt(3), 0.5], abs=1e-7)
     assert metrics["rollout/distinct_states"] == 3.0 and metrics["rollout/new_states"] == 1.0
+
+
+def _episodes(trajectories: list[list[str]], order: list[int] | None = None) -> StepBatch:
+    """Rows of trajectories given as state lists [s0, s1, ..., sT] (row t: anchor s_t, next anchor s_t+1),
+    in ``order`` (default: as built)."""
+    anchors, nxt, traj, step = [], [], [], []
+    for j, states in enumerate(trajectories):
+        for t in range(len(states) - 1):
+            anchors.append(states[t])
+            nxt.append(states[t + 1])
+            traj.append(j)
+            step.append(t)
+    order = order if order is not None else list(range(len(nxt)))
+    batch = _batch([nxt[i] for i in order])
+    batch.traj_ids = torch.tensor([traj[i] for i in order])
+    batch.step_ids = torch.tensor([step[i] for i in order])
+    batch.anchor_texts = [anchors[i] for i in order]
+    return batch
+
+
+def test_first_visit_pays_only_steps_into_states_new_to_the_episode():
+    # traj 0: s0 -> s1 -> s0 (back to its reset state) -> s2 -> s2 (an invalid word stays); traj 1: s0 -> s2
+    batch = _episodes([["s0", "s1", "s0", "s2", "s2"], ["s0", "s2"]], order=[4, 2, 0, 3, 1])
+    CountBonus(beta=2.0)(batch)  # first_visit is the default; after the batch N(s1)=1, N(s0)=1, N(s2)=3
+    by_row = {0: 2.0, 1: 0.0, 2: 2.0 / math.sqrt(3), 3: 0.0, 4: 2.0 / math.sqrt(3)}
+    assert batch.rewards.tolist() == pytest.approx([by_row[i] for i in [4, 2, 0, 3, 1]], abs=1e-7)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from("abcde"), min_size=2, max_size=10), min_size=1, max_size=5),
+    st.randoms(),
+)
+def test_first_visits_count_the_distinct_new_states_of_each_episode(trajectories, rng):
+    n = sum(len(t) - 1 for t in trajectories)
+    order = list(range(n))
+    rng.shuffle(order)
+    batch = _episodes(trajectories, order)
+    flags = first_visits(batch)
+    for j, states in enumerate(trajectories):
+        assert flags[batch.traj_ids == j].sum().item() == len(set(states[1:]) - {states[0]})
 
 
 def test_no_bonus_leaves_the_rewards_and_logs_nothing():
@@ -73,7 +114,7 @@ def test_a_bad_beta_is_refused_with_its_key(beta):
 def test_bonus_is_beta_over_the_root_of_the_running_count(batches, beta):
     """Invariants over any sequence of batches: the counts are the running multiset of next states, each row's
     bonus is beta / sqrt(its state's count after its batch), in (0, beta], and a state's bonus never grows."""
-    bonus, oracle, last = CountBonus(beta=beta), Counter(), {}
+    bonus, oracle, last = CountBonus(beta=beta, first_visit=False), Counter(), {}
     for anchors in batches:
         batch = _batch(anchors)
         bonus(batch)
@@ -89,10 +130,10 @@ def test_bonus_is_beta_over_the_root_of_the_running_count(batches, beta):
 
 
 def test_the_counts_survive_a_weights_only_checkpoint(tmp_path):
-    bonus = CountBonus(beta=1.0)
+    bonus = CountBonus(beta=1.0, first_visit=False)
     bonus(_batch(["s1", "s2", "s1"]))
     torch.save({"exploration": bonus.state()}, tmp_path / "c.pt")
-    restored = CountBonus(beta=1.0)
+    restored = CountBonus(beta=1.0, first_visit=False)
     restored.load(torch.load(tmp_path / "c.pt", weights_only=True)["exploration"])
     a, b = _batch(["s1", "s3"]), _batch(["s1", "s3"])
     bonus(a)
