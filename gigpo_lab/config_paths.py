@@ -46,6 +46,7 @@ SCHEMA_MODULES = (
     "gigpo_lab.rollout.schema",
     "gigpo_lab.training.schema",
     "gigpo_lab.tracking.schema",
+    "gigpo_lab.exploration",
 )
 #: The ConfigStore group that holds the schemas: ``schema/<group>/<option>``, never listed as an option of
 #: ``<group>``. An option extends its schema with ``defaults: [/schema/<group>/<option>@_here_, _self_]``.

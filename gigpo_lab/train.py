@@ -221,6 +221,7 @@ def _build_module(cfg: DictConfig, loop=None):
         eval_episodes=cfg.rollout.eval_episodes,
         eval_greedy=cfg.rollout.eval_greedy,
         logprob_temperature=cfg.rollout.temperature,
+        exploration=instantiate(cfg.exploration),
     )
 
 

@@ -85,7 +85,8 @@ class Collector:
         Returns:
             the ``StepBatch`` of all N step rows (token columns, ``old_logprobs`` = the engine's sampling
             log-probs, scalar columns, ``anchor_texts``) with per-trajectory ``extras`` ("success", "returns",
-            "lengths", "traj_group": (B*G,) tensors; "samples": JSON-able dicts), and the rollout metrics.
+            "lengths", "traj_group": (B*G,) tensors; "samples": JSON-able dicts; per row "next_anchors": N
+            anchor strings after the step), and the rollout metrics.
         """
         if len(seeds) != self.groups:
             raise ValueError(f"collect got {len(seeds)} seeds for groups={self.groups}")
@@ -96,12 +97,14 @@ class Collector:
         failed = self._handle_errors(errors, self.envs, n_traj, "training")
         rows = stack_turns(turns, self.policy.tokenizer.pad_id)
         anchors = [a for t in turns for a in t.anchors]
+        next_anchors = [a for t in turns for a in t.next_anchors]
 
         keep = ~failed[rows["env_index"]]  # the rows of trajectories whose env raised are dropped
         order = torch.argsort(rows["env_index"] * (len(turns) + 1) + rows["step"])
         order = order[keep[order]]
         rows = {k: v[order] for k, v in rows.items()}
         anchors = [anchors[i] for i in order.tolist()]
+        next_anchors = [next_anchors[i] for i in order.tolist()]
         traj_ids = rows["env_index"]
         rewards = rows["rewards"]
         returns = torch.zeros(n_traj).index_add_(0, traj_ids, rewards)
@@ -126,6 +129,7 @@ class Collector:
                 "traj_group": traj_group,
                 "samples": self._samples(turns, env_seeds, success, returns, failed),
                 "env_failed": failed,
+                "next_anchors": next_anchors,  # N anchors after each row's step (exploration bonuses)
             },
         )
         ok = ~failed

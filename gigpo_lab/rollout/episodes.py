@@ -46,6 +46,7 @@ class Turn:
         prompt_ids / prompt_mask: (n, P) left-padded. response_ids / response_mask / logprobs: (n, R).
         rewards: (n,) float32. invalid: (n,) bool. anchors: n anchor strings before the step.
         observations / texts: n prompt observations and decoded responses.
+        next_anchors: n anchor strings after the step (an env that raised: the anchor before it).
     """
 
     env_index: torch.Tensor
@@ -60,6 +61,7 @@ class Turn:
     anchors: list[str]
     observations: list[str]
     texts: list[str]
+    next_anchors: list[str]
 
 
 @dataclass
@@ -127,6 +129,7 @@ def run_episodes(
         prompt_ids, prompt_mask = left_pad(prompts, pad_id)
         out = engine.generate(prompt_ids, prompt_mask, greedy=greedy, generator=generator)
         rewards, invalid, turn_anchors, turn_obs, still_active = [], [], [], [], []
+        next_anchors = []
         for i, text in zip(active, out.texts, strict=True):
             try:
                 obs, reward, terminated, truncated, info = envs[i].step(text)
@@ -136,6 +139,7 @@ def run_episodes(
                 invalid.append(False)
                 turn_anchors.append(anchors[i])
                 turn_obs.append(observations[i])
+                next_anchors.append(anchors[i])
                 continue
             if not math.isfinite(float(reward)):
                 raise FloatingPointError(
@@ -149,6 +153,7 @@ def run_episodes(
             turn_obs.append(observations[i])
             history[i].append((observations[i], text))
             observations[i], anchors[i] = obs, info["anchor"]
+            next_anchors.append(anchors[i])
             if terminated or truncated:
                 success[i] = bool(info.get("success", False))
             else:
@@ -167,6 +172,7 @@ def run_episodes(
                 anchors=turn_anchors,
                 observations=turn_obs,
                 texts=list(out.texts),
+                next_anchors=next_anchors,
             )
         )
         active = still_active

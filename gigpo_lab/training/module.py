@@ -22,6 +22,7 @@ import torch
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.diagnostics import CollapseCounter, group_signal, logprob_gap, token_entropy
 from gigpo_lab.distributed import across_ranks
+from gigpo_lab.exploration import NoBonus
 from gigpo_lab.policy.base import score_unique_rows
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.distinct_rows import distinct_rows_logprobs
@@ -78,6 +79,8 @@ class GiGPOModule(L.LightningModule):
         eval_episodes / eval_greedy: held-out episodes per evaluation, and greedy or sampled actions.
         logprob_temperature: the rollout's sampling temperature; old, reference and current log-probs are all
             taken at it, so the PPO ratio compares the distributions the tokens were sampled from (verl's choice).
+        exploration: an exploration bonus (``gigpo_lab.exploration``: called on each collected batch, it may add
+            to ``batch.rewards`` before the estimator; its ``state()`` is checkpointed); None = ``NoBonus``.
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class GiGPOModule(L.LightningModule):
         eval_episodes: int = 16,
         eval_greedy: bool = True,
         logprob_temperature: float = 1.0,
+        exploration=None,
     ) -> None:
         super().__init__()
         self.policy = policy
@@ -108,6 +112,7 @@ class GiGPOModule(L.LightningModule):
         self.seed = seed
         self.eval_episodes, self.eval_greedy = eval_episodes, eval_greedy
         self.logprob_temperature = logprob_temperature
+        self.exploration = exploration if exploration is not None else NoBonus()
         self._kl_stopped = False
         if loop.reuse_rollout_logprobs and not getattr(engine, "samples_policy_logprobs", False):
             raise ValueError(
@@ -163,12 +168,14 @@ class GiGPOModule(L.LightningModule):
             "env_steps_total": self.env_steps_total,
             "mlflow_run_id": self.mlflow_run_id,
             "collapses": self.collapses.state(),
+            "exploration": self.exploration.state(),
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("gigpo_lab", {})
         self.env_steps_total = int(state.get("env_steps_total", 0))
         self.collapses.load(state.get("collapses", {}))
+        self.exploration.load(state.get("exploration", {}))
         mark_finished_epoch_completed(checkpoint)
 
     # ----------------------------------------------------------------- one iteration
@@ -193,6 +200,9 @@ class GiGPOModule(L.LightningModule):
         batch, rollout = self.collector.collect(seeds, gen)
         rollout.update(self._score(batch))
         rollout.update(group_signal(batch.extras["returns"], batch.extras["traj_group"]))
+        rollout.update(
+            self.exploration(batch)
+        )  # a bonus on the rewards the estimator sees, not on the metrics
         t1 = time.perf_counter()
         if self.reference is not None and self.loss_fn.kl_in_reward:
             batch.rewards = batch.rewards - self.loss_fn.reward_penalty(

@@ -1,0 +1,149 @@
+"""Exploration bonuses added to the step rewards before the estimators see them (the ``exploration`` group).
+
+``exploration=none`` (the default) leaves the rewards alone. ``exploration=count`` adds a count-based
+novelty bonus to every step row::
+
+    r'_t = r_t + beta / sqrt(N(s_{t+1}))     (with first_visit: only when s_{t+1} is new to this episode)
+
+``s_{t+1}`` is the env's anchor after the step (``info["anchor"]``: the raw state, the key GiGPO's step
+groups already use), and ``N`` counts every step row that arrived in it over the whole run so far, this
+iteration's rows included (so ``N >= 1``). The counts are updated once per collection, before the bonus is
+computed, and are checkpointed with the module, so a resumed run continues with the same counts.
+
+This is the tabular count bonus of MBIE-EB (Strehl & Littman 2008, "An analysis of model-based interval
+estimation for Markov decision processes", JCSS 74(8)), which uses ``beta / sqrt(N(s, a))``; counting the
+*next* state instead follows the pseudo-count bonus of Bellemare et al. 2016 (arXiv 1606.01868) and
+#Exploration (Tang et al. 2017, arXiv 1611.04717, ``beta / sqrt(n(phi(s)))``, counts updated with the batch
+before the bonus). The next state, not (s, a), because an invalid word leaves the state where it was: under
+a next-state count it earns the bonus of an old, much-visited state, while a new (s, invalid) pair would
+earn a fresh one. The bonus knows nothing of the env beyond the anchor string.
+
+``first_visit`` (on by default) pays the bonus only on a step that reaches a state this episode has not been
+in (its reset state counts as visited). A bonus on every step makes any long episode pay: on FrozenLake 4x4 a
+seed learned to avoid the holes and wander until the turn limit, never reaching the goal, because ending the
+episode (in the goal too) stopped the bonus (docs/WHY_RUNS_FAIL.md). Paid once per state and episode, a
+loop or an invalid word earns nothing, so only reaching new ground does; this is the episodic-novelty gate of
+Never Give Up (Badia et al. 2020, arXiv 2002.06038) on top of the lifelong count.
+
+Only the estimators see the bonus: ``rollout/success_rate`` and ``rollout/return`` stay the env's own. The
+bonus is logged as ``rollout/novelty_bonus`` (mean per step row), ``rollout/distinct_states`` (states
+counted so far) and ``rollout/new_states`` (first seen this iteration). Several ranks count separately.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from gigpo_lab.batch import StepBatch
+
+
+def state_key(anchor: str) -> str:
+    """A short stable key of an anchor string (16 hex digits of BLAKE2b): a compact checkpoint, the same in
+    every process (Python's ``hash`` of a str is salted per process)."""
+    return hashlib.blake2b(anchor.encode("utf-8"), digest_size=8).hexdigest()
+
+
+class NoBonus:
+    """``exploration=none``: the rewards are left as the env paid them; no metrics, no state."""
+
+    def __call__(self, batch: StepBatch) -> dict[str, float]:
+        return {}
+
+    def state(self) -> dict:
+        return {}
+
+    def load(self, state: dict) -> None:
+        pass
+
+
+class CountBonus:
+    """``beta / sqrt(N(s'))`` added to each step row's reward (module docstring).
+
+    Args:
+        beta: the bonus of a state seen once; >= 0 and finite (0 counts states but changes no reward).
+        first_visit: pay it only on a step into a state new to its episode (module docstring).
+    """
+
+    def __init__(self, beta: float = 0.5, first_visit: bool = True) -> None:
+        if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
+            raise ValueError(f"exploration.beta={beta!r} must be a finite number >= 0")
+        self.beta = float(beta)
+        self.first_visit = bool(first_visit)
+        self.counts: dict[str, int] = {}
+
+    def count(self, next_anchors: Sequence[str]) -> tuple[torch.Tensor, int]:
+        """Count the states ``next_anchors`` (one per row); return N (rows,) float64 after counting them all,
+        and how many distinct states were new."""
+        keys = [state_key(a) for a in next_anchors]
+        new = 0
+        for k in keys:
+            seen = self.counts.get(k, 0)
+            new += seen == 0
+            self.counts[k] = seen + 1
+        return torch.tensor([self.counts[k] for k in keys], dtype=torch.float64), new
+
+    def __call__(self, batch: StepBatch) -> dict[str, float]:
+        """Add the bonus to ``batch.rewards`` (N,) in place of the column; needs ``extras["next_anchors"]``
+        (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and ``anchor_texts``)."""
+        n, new = self.count(batch.extras["next_anchors"])
+        bonus = self.beta / n.sqrt()
+        if self.first_visit:
+            bonus = bonus * first_visits(batch)
+        batch.rewards = (batch.rewards.double() + bonus).to(batch.rewards.dtype)
+        return {
+            "rollout/novelty_bonus": bonus.mean().item() if len(bonus) else 0.0,
+            "rollout/distinct_states": float(len(self.counts)),
+            "rollout/new_states": float(new),
+        }
+
+    def state(self) -> dict:
+        return {"counts": dict(self.counts)}
+
+    def load(self, state: dict) -> None:
+        self.counts = {str(k): int(v) for k, v in state.get("counts", {}).items()}
+
+
+def first_visits(batch: StepBatch) -> torch.Tensor:
+    """(N,) float64: 1.0 on a row whose next anchor its trajectory had not been in before (the reset anchor
+    and every earlier next anchor count as visited), else 0.0. Rows may come in any order."""
+    nxt, anchors = batch.extras["next_anchors"], batch.anchor_texts
+    traj, step = batch.traj_ids.tolist(), batch.step_ids.tolist()
+    out = torch.zeros(len(nxt), dtype=torch.float64)
+    seen: dict[int, set[str]] = {}
+    for i in sorted(range(len(nxt)), key=lambda i: (traj[i], step[i])):
+        visited = seen.setdefault(traj[i], set())
+        if step[i] == 0:
+            visited.add(anchors[i])
+        if nxt[i] not in visited:
+            out[i] = 1.0
+            visited.add(nxt[i])
+    return out
+
+
+@dataclass
+class NoExplorationConfig:
+    """No exploration bonus: the estimators see the env's rewards."""
+
+    _target_: str = "gigpo_lab.exploration.NoBonus"
+
+
+@dataclass
+class CountBonusConfig:
+    """A count-based novelty bonus beta / sqrt(N(s')) on every step's reward (``gigpo_lab/exploration.py``)."""
+
+    _target_: str = "gigpo_lab.exploration.CountBonus"
+    #: The bonus of a state seen once, >= 0; N(s') counts every arrival in the anchor s' over the whole run.
+    #: 0.5 is the value measured in docs/WHY_RUNS_FAIL.md.
+    beta: float = 0.5
+    #: true = pay the bonus only on a step into a state new to its episode (no pay for loops, invalid words or
+    #: a long episode as such); false = on every step.
+    first_visit: bool = True
+
+
+#: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).
+SCHEMAS: dict[str, type] = {"exploration/none": NoExplorationConfig, "exploration/count": CountBonusConfig}

@@ -1,0 +1,237 @@
+"""The count-based novelty bonus (``exploration=count``): counts and bonus against a hand-computed oracle, the
+next-state anchors the real collector reports, and real Lightning runs (off = unchanged, on = logged,
+checkpointed and resumed)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from functools import partial
+
+import gymnasium as gym
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mlflow.tracking import MlflowClient
+
+from gigpo_lab.batch import StepBatch
+from gigpo_lab.config_paths import compose_config
+from gigpo_lab.envs import make_env
+from gigpo_lab.exploration import CountBonus, NoBonus, first_visits
+from gigpo_lab.policy import build_tiny_policy
+from gigpo_lab.rollout import build_torch_engine
+from gigpo_lab.rollout.collector import Collector
+from gigpo_lab.train import train
+
+
+def _batch(next_anchors: list[str], rewards: list[float] | None = None) -> StepBatch:
+    n = len(next_anchors)
+    r = torch.tensor(rewards if rewards is not None else [0.0] * n, dtype=torch.float32)
+    zeros = torch.zeros(n, dtype=torch.long)
+    return StepBatch(rewards=r, group_ids=zeros, traj_ids=zeros, extras={"next_anchors": next_anchors})
+
+
+def test_counts_and_bonus_match_a_hand_computed_oracle():
+    bonus = CountBonus(beta=0.5, first_visit=False)
+    batch = _batch(["a", "b", "a"], [1.0, -1.0, 0.0])
+    metrics = bonus(batch)
+    # after this batch N(a) = 2, N(b) = 1: the bonus is computed with the batch's own rows counted
+    expected = [1.0 + 0.5 / math.sqrt(2), -1.0 + 0.5, 0.5 / math.sqrt(2)]
+    assert batch.rewards.dtype == torch.float32
+    assert batch.rewards.tolist() == pytest.approx(expected, abs=1e-7)
+    assert metrics == pytest.approx(
+        {
+            "rollout/novelty_bonus": (0.5 / math.sqrt(2) * 2 + 0.5) / 3,
+            "rollout/distinct_states": 2.0,
+            "rollout/new_states": 2.0,
+        }
+    )
+    second = _batch(["a", "c"])
+    metrics = bonus(second)  # N(a) = 3, N(c) = 1
+    assert second.rewards.tolist() == pytest.approx([0.5 / math.sqrt(3), 0.5], abs=1e-7)
+    assert metrics["rollout/distinct_states"] == 3.0 and metrics["rollout/new_states"] == 1.0
+
+
+def _episodes(trajectories: list[list[str]], order: list[int] | None = None) -> StepBatch:
+    """Rows of trajectories given as state lists [s0, s1, ..., sT] (row t: anchor s_t, next anchor s_t+1),
+    in ``order`` (default: as built)."""
+    anchors, nxt, traj, step = [], [], [], []
+    for j, states in enumerate(trajectories):
+        for t in range(len(states) - 1):
+            anchors.append(states[t])
+            nxt.append(states[t + 1])
+            traj.append(j)
+            step.append(t)
+    order = order if order is not None else list(range(len(nxt)))
+    batch = _batch([nxt[i] for i in order])
+    batch.traj_ids = torch.tensor([traj[i] for i in order])
+    batch.step_ids = torch.tensor([step[i] for i in order])
+    batch.anchor_texts = [anchors[i] for i in order]
+    return batch
+
+
+def test_first_visit_pays_only_steps_into_states_new_to_the_episode():
+    # traj 0: s0 -> s1 -> s0 (back to its reset state) -> s2 -> s2 (an invalid word stays); traj 1: s0 -> s2
+    batch = _episodes([["s0", "s1", "s0", "s2", "s2"], ["s0", "s2"]], order=[4, 2, 0, 3, 1])
+    CountBonus(beta=2.0)(batch)  # first_visit is the default; after the batch N(s1)=1, N(s0)=1, N(s2)=3
+    by_row = {0: 2.0, 1: 0.0, 2: 2.0 / math.sqrt(3), 3: 0.0, 4: 2.0 / math.sqrt(3)}
+    assert batch.rewards.tolist() == pytest.approx([by_row[i] for i in [4, 2, 0, 3, 1]], abs=1e-7)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from("abcde"), min_size=2, max_size=10), min_size=1, max_size=5),
+    st.randoms(),
+)
+def test_first_visits_count_the_distinct_new_states_of_each_episode(trajectories, rng):
+    n = sum(len(t) - 1 for t in trajectories)
+    order = list(range(n))
+    rng.shuffle(order)
+    batch = _episodes(trajectories, order)
+    flags = first_visits(batch)
+    for j, states in enumerate(trajectories):
+        assert flags[batch.traj_ids == j].sum().item() == len(set(states[1:]) - {states[0]})
+
+
+def test_no_bonus_leaves_the_rewards_and_logs_nothing():
+    batch = _batch(["a", "b"], [0.25, -1.0])
+    before = batch.rewards
+    assert NoBonus()(batch) == {} and batch.rewards is before
+
+
+@pytest.mark.parametrize("beta", [-0.1, math.inf, math.nan, "x"])
+def test_a_bad_beta_is_refused_with_its_key(beta):
+    with pytest.raises(ValueError, match="exploration.beta"):
+        CountBonus(beta=beta)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batches=st.lists(st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=12), min_size=1, max_size=6),
+    beta=st.floats(min_value=0.01, max_value=10.0),
+)
+def test_bonus_is_beta_over_the_root_of_the_running_count(batches, beta):
+    """Invariants over any sequence of batches: the counts are the running multiset of next states, each row's
+    bonus is beta / sqrt(its state's count after its batch), in (0, beta], and a state's bonus never grows."""
+    bonus, oracle, last = CountBonus(beta=beta, first_visit=False), Counter(), {}
+    for anchors in batches:
+        batch = _batch(anchors)
+        bonus(batch)
+        oracle.update(anchors)
+        want = [beta / math.sqrt(oracle[a]) for a in anchors]
+        assert batch.rewards.tolist() == pytest.approx(want, rel=1e-6)
+        assert all(0 < b <= beta * (1 + 1e-6) for b in batch.rewards.tolist())
+        for a, b in zip(anchors, batch.rewards.tolist(), strict=True):
+            assert b <= last.get(a, math.inf) * (1 + 1e-6)
+            last[a] = b
+    assert sum(bonus.counts.values()) == sum(len(b) for b in batches)
+    assert len(bonus.counts) == len(oracle)
+
+
+def test_the_counts_survive_a_weights_only_checkpoint(tmp_path):
+    bonus = CountBonus(beta=1.0, first_visit=False)
+    bonus(_batch(["s1", "s2", "s1"]))
+    torch.save({"exploration": bonus.state()}, tmp_path / "c.pt")
+    restored = CountBonus(beta=1.0, first_visit=False)
+    restored.load(torch.load(tmp_path / "c.pt", weights_only=True)["exploration"])
+    a, b = _batch(["s1", "s3"]), _batch(["s1", "s3"])
+    bonus(a)
+    restored(b)
+    assert torch.equal(a.rewards, b.rewards) and restored.counts == bonus.counts
+
+
+class AfterLog(gym.Wrapper):
+    """Records the anchor each step of this env reported (the state after the step)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.after: list[str] = []
+
+    def reset(self, **kwargs):
+        self.after = []
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.after.append(info["anchor"])
+        return obs, reward, terminated, truncated, info
+
+
+def test_the_collector_reports_the_anchor_after_every_step():
+    env_fn = partial(lambda: AfterLog(make_env("gigpo_lab/FrozenLake-v0", max_turns=6, random_map=True)))
+    policy = build_tiny_policy(env_fn().unwrapped.vocabulary(), d_model=32, seed=0)
+    collector = Collector(env_fn, policy, build_torch_engine(policy), groups=2, group_size=3)
+    batch, _ = collector.collect([3, 4], torch.Generator().manual_seed(0))
+    nxt = batch.extras["next_anchors"]
+    assert len(nxt) == len(batch)
+    for traj, env in enumerate(collector.envs):
+        rows = (batch.traj_ids == traj).nonzero().squeeze(1).tolist()  # in step order
+        assert [nxt[i] for i in rows] == env.after
+        # inside a trajectory the state after step t is the anchor of step t + 1
+        assert [nxt[i] for i in rows[:-1]] == [batch.anchor_texts[i] for i in rows[1:]]
+
+
+def _history(uri: str, key: str) -> list[tuple[int, float]]:
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("gigpo-lab").experiment_id])
+    return [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)]
+
+
+def _policy_state(ckpt) -> dict[str, torch.Tensor]:
+    return torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def _cfg(tiny_overrides, tmp_path, name: str, *extra: str):
+    base = [o for o in tiny_overrides if not o.startswith(("output_dir", "tracking.uri"))]
+    out = [f"output_dir={tmp_path / name}", f"tracking.uri=sqlite:///{tmp_path / name}.db"]
+    return compose_config([*base, *out, *extra])
+
+
+def test_off_by_default_and_beta_zero_trains_exactly_like_no_bonus(tiny_overrides, tmp_path):
+    assert compose_config([]).exploration._target_ == "gigpo_lab.exploration.NoBonus"
+    off = train(_cfg(tiny_overrides, tmp_path, "off"))
+    zero = train(_cfg(tiny_overrides, tmp_path, "zero", "exploration=count", "exploration.beta=0"))
+    assert "rollout/novelty_bonus" not in off and zero["rollout/novelty_bonus"] == 0.0
+    for key in off:
+        if not key.startswith(("time/", "perf/")):
+            assert zero[key] == off[key], key
+    a, b = (
+        _policy_state(tmp_path / "off/checkpoints/last.ckpt"),
+        _policy_state(tmp_path / "zero/checkpoints/last.ckpt"),
+    )
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(tiny_overrides, tmp_path):
+    on = ("exploration=count", "exploration.beta=0.5", "trainer.iterations=4")
+    straight = train(_cfg(tiny_overrides, tmp_path, "a", *on))
+    train(_cfg(tiny_overrides, tmp_path, "off", "trainer.iterations=1"))
+    uri_a, uri_off = f"sqlite:///{tmp_path / 'a'}.db", f"sqlite:///{tmp_path / 'off'}.db"
+    # iteration 0 samples from the same initial policy: the env's own return and success are unchanged by
+    # the bonus, while the advantages the estimator computed differ
+    for key in ("rollout/return", "rollout/success_rate", "rollout/invalid_rate"):
+        assert _history(uri_a, key)[0] == _history(uri_off, key)[0], key
+    assert _history(uri_a, "adv/std")[0] != _history(uri_off, "adv/std")[0]
+    assert all(v > 0 for _, v in _history(uri_a, "rollout/novelty_bonus"))
+    distinct = [v for _, v in _history(uri_a, "rollout/distinct_states")]
+    assert distinct == sorted(distinct) and distinct[0] >= 1
+    ckpt = torch.load(tmp_path / "a/checkpoints/last.ckpt", weights_only=True)
+    counts = ckpt["gigpo_lab"]["exploration"]["counts"]
+    assert sum(counts.values()) == straight["rollout/env_steps_total"]  # every step row counted once
+    assert len(counts) == straight["rollout/distinct_states"]
+
+    # 2 iterations, then resumed to 4: the counts come back from the checkpoint, so the run is the same
+    half = [o for o in on if not o.startswith("trainer.iterations")]
+    train(_cfg(tiny_overrides, tmp_path, "b", *half, "trainer.iterations=2"))
+    resumed = train(
+        _cfg(
+            tiny_overrides,
+            tmp_path,
+            "b",
+            *on,
+            f"ckpt_path={tmp_path / 'b' / 'checkpoints' / 'last.ckpt'}",
+        )
+    )
+    for key in ("rollout/novelty_bonus", "rollout/distinct_states", "adv/std", "train/loss"):
+        assert resumed[key] == straight[key], key
