@@ -15,8 +15,6 @@ from omegaconf import DictConfig, OmegaConf
 from gigpo_lab.tracking.sweep import sweep_context
 
 #: Columns every collector provides whatever the env; the rest depend on what the env reports.
-#: The tiny policy's builder (model=tiny), which has no packed forward for trainer.shared_prefix.
-TINY_POLICY = "gigpo_lab.policy.build_tiny_policy"
 _BASE_COLUMNS = ("rewards", "group_ids", "traj_ids", "step_ids", "invalid")
 
 
@@ -85,6 +83,10 @@ def validate_config(cfg: DictConfig) -> None:
         checks.append(
             (_is_number(gamma) and 0.0 <= gamma <= 1.0, f"estimator.gamma={gamma} must lie in [0, 1]")
         )
+    from gigpo_lab.policy.schema import (
+        TinyConfig,  # loaded by the compose already; torch stays out of imports
+    )
+
     micro = cfg.trainer.micro_batch_size  # an int (trainer schema)
     checks.append(
         (
@@ -95,7 +97,7 @@ def validate_config(cfg: DictConfig) -> None:
     )
     checks.append(
         (
-            not cfg.trainer.shared_prefix or cfg.model.get("_target_") != TINY_POLICY,
+            not cfg.trainer.shared_prefix or cfg.model.get("_target_") != TinyConfig._target_,
             "trainer.shared_prefix=true needs a Hugging Face policy (model=hf or model=smollm2_135m): the tiny "
             "policy has no packed forward; set trainer.shared_prefix=false",
         )

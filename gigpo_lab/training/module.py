@@ -200,9 +200,8 @@ class GiGPOModule(L.LightningModule):
         batch, rollout = self.collector.collect(seeds, gen)
         rollout.update(self._score(batch))
         rollout.update(group_signal(batch.extras["returns"], batch.extras["traj_group"]))
-        rollout.update(
-            self.exploration(batch)
-        )  # a bonus on the rewards the estimator sees, not on the metrics
+        # a bonus on the rewards the estimator sees, not on the metrics
+        rollout.update(self.exploration(batch))
         t1 = time.perf_counter()
         if self.reference is not None and self.loss_fn.kl_in_reward:
             batch.rewards = batch.rewards - self.loss_fn.reward_penalty(

@@ -36,7 +36,6 @@ class _Node:
 
     tokens: list[int]
     parent: int
-    depth: int
     row: int = -1
 
 
@@ -48,9 +47,9 @@ def prefix_tree(prompts: list[list[int]], min_shared: int = 1) -> list[_Node]:
     """
     nodes: list[_Node] = []
 
-    def build(rows: list[int], start: int, parent: int, depth: int) -> None:
+    def build(rows: list[int], start: int, parent: int) -> None:
         if len(rows) == 1:
-            nodes.append(_Node(prompts[rows[0]][start:], parent, depth, rows[0]))
+            nodes.append(_Node(prompts[rows[0]][start:], parent, rows[0]))
             return
         room = min(len(prompts[r]) for r in rows) - start - 1  # each row keeps a token for its leaf
         shared = 0
@@ -58,20 +57,20 @@ def prefix_tree(prompts: list[list[int]], min_shared: int = 1) -> list[_Node]:
         while shared < room and all(prompts[r][start + shared] == first[start + shared] for r in rows):
             shared += 1
         if shared >= min_shared:
-            nodes.append(_Node(first[start : start + shared], parent, depth))
-            parent, depth, start, shared = len(nodes) - 1, depth + 1, start + shared, 0
+            nodes.append(_Node(first[start : start + shared], parent))
+            parent, start, shared = len(nodes) - 1, start + shared, 0
         parts: dict[int, list[int]] = {}
         if shared < room:  # the rows differ at start + shared: split them there
             for r in rows:
                 parts.setdefault(prompts[r][start + shared], []).append(r)
         if len(parts) < 2:  # every row is as short as the run allows: each ends here
             for r in rows:
-                nodes.append(_Node(prompts[r][start:], parent, depth, r))
+                nodes.append(_Node(prompts[r][start:], parent, r))
             return
         for part in parts.values():
-            build(part, start, parent, depth)
+            build(part, start, parent)
 
-    build(list(range(len(prompts))), 0, -1, 0)
+    build(list(range(len(prompts))), 0, -1)
     return nodes
 
 
@@ -89,19 +88,19 @@ def packed_tree(nodes: list[_Node], responses: list[list[int]]) -> dict[str, tor
     ids: list[int] = []
     positions: list[int] = []
     node_of: list[int] = []
-    depth_len = [0] * len(nodes)  # tokens before the node on its root path
+    offset = [0] * len(nodes)  # tokens before the node on its root path
     keep: list[int] = []
     rows: list[int] = []
     for k, node in enumerate(nodes):
         parent = node.parent
-        depth_len[k] = depth_len[parent] + len(nodes[parent].tokens) if parent >= 0 else 0
+        offset[k] = offset[parent] + len(nodes[parent].tokens) if parent >= 0 else 0
         tokens = node.tokens + (responses[node.row] if node.row >= 0 else [])
         if node.row >= 0:
             first = len(ids) + len(node.tokens) - 1  # the leaf's last prompt token
             keep.extend(range(first, first + len(responses[node.row])))
             rows.append(node.row)
         ids.extend(tokens)
-        positions.extend(range(depth_len[k], depth_len[k] + len(tokens)))
+        positions.extend(range(offset[k], offset[k] + len(tokens)))
         node_of.extend([k] * len(tokens))
     ancestor = torch.eye(len(nodes), dtype=torch.bool)  # ancestor[a, b]: b is a or an ancestor of a
     for k, node in enumerate(nodes):

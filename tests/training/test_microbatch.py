@@ -12,6 +12,7 @@ import torch
 from hf_tiny import build_tiny_hf_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from row_batches import grads, minibatch, pad_rows
 from torch.profiler import ProfilerActivity, profile
 
 from gigpo_lab.batch import StepBatch
@@ -34,16 +35,6 @@ def model_dir(tmp_path_factory):
     return build_tiny_hf_model(tmp_path_factory.mktemp("qwen2"), hidden_size=64, num_layers=2)
 
 
-def _pad_rows(prompts: list[list[int]], responses: list[list[int]], pad: int):
-    """Left-padded prompts and right-padded responses with their masks (the layout of ``Policy.logprobs``)."""
-    width_p, width_r = max(map(len, prompts)), max(map(len, responses))
-    prompt_ids = torch.tensor([[pad] * (width_p - len(p)) + p for p in prompts])
-    prompt_mask = torch.tensor([[False] * (width_p - len(p)) + [True] * len(p) for p in prompts])
-    response_ids = torch.tensor([r + [pad] * (width_r - len(r)) for r in responses])
-    response_mask = torch.tensor([[True] * len(r) + [False] * (width_r - len(r)) for r in responses])
-    return prompt_ids, prompt_mask, response_ids, response_mask
-
-
 def _batch(policy, n: int = N_ROWS, seed: int = 0) -> StepBatch:
     """n rows of very different prompt and response lengths, with advantages and old/ref log-probs; rows 1 and
     n-1 repeat row 0's prompt and response (as the envs of a group often do), with their own advantages."""
@@ -52,29 +43,7 @@ def _batch(policy, n: int = N_ROWS, seed: int = 0) -> StepBatch:
     responses = [policy.tokenizer.encode("<action>" + "up " * (1 + 5 * i % 7)) for i in range(n)]
     for i in (1, n - 1):
         prompts[i], responses[i] = prompts[0], responses[0]
-    cols = _pad_rows(prompts, responses, policy.tokenizer.pad_id)
-    response_mask = cols[3]
-    noise = 0.1 * torch.randn(response_mask.shape, generator=gen)
-    with torch.no_grad():
-        logp = policy.logprobs(*cols)[0]
-    zero = torch.zeros(())
-    return StepBatch(
-        group_ids=torch.zeros(n, dtype=torch.long),
-        traj_ids=torch.arange(n),
-        step_ids=torch.zeros(n, dtype=torch.long),
-        rewards=torch.zeros(n),
-        prompt_ids=cols[0],
-        prompt_mask=cols[1],
-        response_ids=cols[2],
-        response_mask=response_mask,
-        old_logprobs=torch.where(response_mask, logp + noise, zero),
-        ref_logprobs=torch.where(response_mask, logp - noise, zero),
-        advantages=torch.randn(n, generator=gen),
-    )
-
-
-def _grads(policy) -> torch.Tensor:
-    return torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None])
+    return minibatch(policy, pad_rows(prompts, responses, policy.tokenizer.pad_id), gen)
 
 
 # ----------------------------------------------------------------------------- padding and chunks
@@ -88,7 +57,7 @@ def test_trimming_drops_only_columns_that_are_padding_in_every_row(prompt_lens, 
     n = len(prompt_lens)
     prompts = [list(range(1, k + 1)) for k in prompt_lens]
     responses = [list(range(1, k + 1)) for k in response_lens[:n]]
-    p_ids, p_mask, r_ids, r_mask = _pad_rows(prompts, [r or [0] for r in responses], 0)
+    p_ids, p_mask, r_ids, r_mask = pad_rows(prompts, [r or [0] for r in responses], 0)
     r_mask = r_mask & torch.tensor([[bool(r)] for r in responses])
     # extra all-padding columns on the outside of both
     p_ids, p_mask = (
@@ -162,7 +131,7 @@ def test_micro_batched_loss_and_gradients_equal_the_whole_minibatch(model_dir, a
         logp, batch.old_logprobs, batch.advantages, batch.response_mask, entropy, batch.ref_logprobs
     )
     whole.loss.backward()
-    whole_grads = _grads(policy)
+    whole_grads = grads(policy)
 
     policy.zero_grad(set_to_none=True)
     last, micro = microbatched_loss(
@@ -172,7 +141,7 @@ def test_micro_batched_loss_and_gradients_equal_the_whole_minibatch(model_dir, a
     assert 0.0 < float(whole.clipfrac) < 1.0  # the clip is active on some tokens, not all
     for key in ("loss", "pg_loss", "kl", "entropy", "clipfrac", "approx_kl"):
         torch.testing.assert_close(getattr(micro, key).float(), getattr(whole, key).float(), **TOL)
-    torch.testing.assert_close(_grads(policy), whole_grads, **TOL)
+    torch.testing.assert_close(grads(policy), whole_grads, **TOL)
 
 
 def test_micro_batching_in_a_lightning_run_ends_with_the_same_weights(model_dir):

@@ -11,6 +11,7 @@ import torch
 from hf_tiny import build_tiny_hf_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from row_batches import grads, minibatch, pad_rows
 
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.policy import build_hf_policy, build_tiny_policy
@@ -27,26 +28,11 @@ def model_dir(tmp_path_factory):
     return build_tiny_hf_model(tmp_path_factory.mktemp("qwen2"), hidden_size=64, num_layers=2)
 
 
-def _rows(prompts: list[list[int]], responses: list[list[int]], pad: int):
-    """Left-padded prompts and right-padded responses with their masks (the layout of ``Policy.logprobs``)."""
-    width_p, width_r = max(map(len, prompts)), max(map(len, responses))
-    return (
-        torch.tensor([[pad] * (width_p - len(p)) + p for p in prompts]),
-        torch.tensor([[False] * (width_p - len(p)) + [True] * len(p) for p in prompts]),
-        torch.tensor([r + [pad] * (width_r - len(r)) for r in responses]),
-        torch.tensor([[True] * len(r) + [False] * (width_r - len(r)) for r in responses]),
-    )
-
-
 def _group_rows(policy, suffixes: list[str], answers: list[str], answer_prefix: str = "<action>"):
     """Rows whose prompts share the system prompt and the opening observation, then differ (a group's turns)."""
     prompts = [policy.build_prompt("S F F H F G " + s, "", []) for s in suffixes]
     responses = [policy.tokenizer.encode(answer_prefix + a) for a in answers]
-    return _rows(prompts, responses, policy.tokenizer.pad_id)
-
-
-def _grads(policy) -> torch.Tensor:
-    return torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None])
+    return pad_rows(prompts, responses, policy.tokenizer.pad_id)
 
 
 def _logprobs_and_grads(policy, fn, cols, weights):
@@ -54,7 +40,7 @@ def _logprobs_and_grads(policy, fn, cols, weights):
     policy.zero_grad(set_to_none=True)
     logp, entropy = fn(*cols)
     ((logp * weights).sum() + 0.1 * (entropy * weights).sum()).backward()
-    return logp.detach(), entropy.detach(), _grads(policy)
+    return logp.detach(), entropy.detach(), grads(policy)
 
 
 @settings(max_examples=15, deadline=None)
@@ -108,7 +94,7 @@ def test_the_adapter_free_reference_scores_the_same_with_shared_prefixes_and_the
 def test_without_a_long_enough_common_prefix_it_is_the_plain_forward(model_dir):
     policy = build_hf_policy(str(model_dir)).eval()
     pad = policy.tokenizer.pad_id
-    cols = _rows([[5, 6, 7], [8, 6, 7]], [[9], [9, 10]], pad)  # no common first token
+    cols = pad_rows([[5, 6, 7], [8, 6, 7]], [[9], [9, 10]], pad)  # no common first token
     want, got = policy.logprobs(*cols), shared_prefix_logprobs(policy, *cols)
     for a, b in zip(want, got, strict=True):
         assert torch.equal(a, b)
@@ -126,7 +112,6 @@ def test_the_prefix_tree_rebuilds_every_prompt_and_shares_only_long_runs(prompts
     below = [set() for _ in nodes]
     for k, node in enumerate(nodes):
         assert node.parent < k  # a parent comes before its children
-        assert node.depth == (nodes[node.parent].depth + 1 if node.parent >= 0 else 0)
     for leaf in leaves:
         assert leaf.tokens  # its own last prompt token predicts the response's first
         text, k = list(leaf.tokens), leaf.parent
@@ -148,7 +133,7 @@ def test_the_prefix_tree_rebuilds_every_prompt_and_shares_only_long_runs(prompts
     size=st.integers(0, 5),
 )
 def test_prefix_sorted_chunks_cover_every_row_once_in_prompt_order(prompts, size):
-    cols = _rows(prompts, [[1]] * len(prompts), pad=0)
+    cols = pad_rows(prompts, [[1]] * len(prompts), pad=0)
     chunks = prefix_sorted_chunks(cols[0], cols[1], size)
     order = torch.cat(chunks).tolist()
     assert sorted(order) == list(range(len(prompts)))
@@ -158,40 +143,22 @@ def test_prefix_sorted_chunks_cover_every_row_once_in_prompt_order(prompts, size
 
 @pytest.mark.parametrize("size", [2, 3])
 def test_micro_batched_loss_with_shared_prefixes_equals_the_whole_minibatch(model_dir, size):
-    from gigpo_lab.batch import StepBatch
-
     policy = build_hf_policy(str(model_dir), lora={"enabled": True, "r": 4, "seed": 5}).train()
     suffixes = ["F", "F H", "H", "G G", "F", "H H H", "G"]
     answers = ["up", "down", "left", "up up", "up", "right", "down"]
     cols = _group_rows(policy, suffixes, answers)
-    n = len(suffixes)
-    gen = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        logp = policy.logprobs(*cols)[0]
-    noise = 0.1 * torch.randn(cols[3].shape, generator=gen)
-    mb = StepBatch(
-        group_ids=torch.zeros(n, dtype=torch.long),
-        traj_ids=torch.arange(n),
-        step_ids=torch.zeros(n, dtype=torch.long),
-        rewards=torch.zeros(n),
-        prompt_ids=cols[0],
-        prompt_mask=cols[1],
-        response_ids=cols[2],
-        response_mask=cols[3],
-        old_logprobs=torch.where(cols[3], logp + noise, torch.zeros(())),
-        advantages=torch.randn(n, generator=gen),
-    )
+    mb = minibatch(policy, cols, torch.Generator().manual_seed(3), with_ref=False)
     loss_fn = PolicyLoss(entropy_coef=0.01)
     policy.zero_grad(set_to_none=True)
     logp_all, entropy_all = policy.logprobs(*cols)
     whole = loss_fn(logp_all, mb.old_logprobs, mb.advantages, mb.response_mask, entropy_all, None)
     whole.loss.backward()
-    want = _grads(policy)
+    want = grads(policy)
     policy.zero_grad(set_to_none=True)
     last, out = microbatched_loss(policy, loss_fn, mb, size, 1.0, torch.Tensor.backward, shared_prefix=True)
     last.backward()
     torch.testing.assert_close(out.loss, whole.loss.detach(), **TOL)
-    torch.testing.assert_close(_grads(policy), want, **TOL)
+    torch.testing.assert_close(grads(policy), want, **TOL)
     with torch.no_grad():
         scored = chunked_logprobs(policy, cols, size, 1.0, torch.device("cpu"), shared_prefix=True)
     torch.testing.assert_close(scored[0], logp_all.detach(), **TOL)
