@@ -102,6 +102,13 @@ def validate_config(cfg: DictConfig) -> None:
             "policy has no packed forward; set trainer.shared_prefix=false",
         )
     )
+    checks.append(
+        (
+            cfg.rollout.engine.get("prefill") != "tree" or cfg.model.get("_target_") != TinyConfig._target_,
+            "rollout.engine.prefill=tree needs a Hugging Face policy (model=hf or model=smollm2_135m): the tiny "
+            "policy has no packed prefill; set rollout.engine.prefill=shared",
+        )
+    )
     # every estimator here normalises within a group: a group of one has no baseline
     group_size = cfg.rollout.group_size  # an int (rollout schema)
     checks.append(

@@ -125,8 +125,31 @@ def padded_cells(batch, size: int) -> int:
     return cells
 
 
-def worker(overrides: list[str], micro_batch_size: int, reuse: bool, shared: bool, out_dir: Path) -> dict:
-    """Build the experiment and run one iteration by hand (rollout, scoring, advantages, update)."""
+def _rows_digest(batch) -> str:
+    """A short hash of the rows' token columns."""
+    digest = hashlib.sha256()
+    for col in (batch.prompt_ids, batch.response_ids, batch.prompt_mask, batch.response_mask):
+        digest.update(col.numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _response_tokens_differ(a, b) -> int:
+    """How many sampled tokens of two collections differ (rows and columns beyond the shorter count all)."""
+    n, width = min(len(a), len(b)), min(a.response_ids.shape[1], b.response_ids.shape[1])
+    same = (a.response_ids[:n, :width] == b.response_ids[:n, :width]) | ~(
+        a.response_mask[:n, :width] | b.response_mask[:n, :width]
+    )
+    rest = int(a.response_mask[n:].sum() + b.response_mask[n:].sum())
+    rest += int(a.response_mask[:n, width:].sum() + b.response_mask[:n, width:].sum())
+    return int((~same).sum()) + rest
+
+
+def worker(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path | None) -> dict:
+    """Build the experiment and run one iteration by hand (rollout, scoring, advantages, update).
+
+    ``path_args``: micro_batch_size, reuse, shared, prefill, merge_lora (the path's settings). The collected
+    batch is saved in ``out_dir``; with ``rows_from`` the scoring and the update run on the batch saved there
+    (the old path's rows) instead of this rollout's, so both paths update on the very same rows."""
     meter = PeakMemory()
     t_start = time.perf_counter()
     import torch
@@ -137,10 +160,13 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, shared: boo
     from gigpo_lab.training.data import shuffled_minibatches
     from gigpo_lab.training.module import iteration_seed
 
+    micro_batch_size, reuse = path_args["micro_batch_size"], path_args["reuse"]
     path = [
         f"trainer.micro_batch_size={micro_batch_size}",
         f"trainer.reuse_rollout_logprobs={reuse}",
-        f"trainer.shared_prefix={shared}",
+        f"trainer.shared_prefix={path_args['shared']}",
+        f"rollout.engine.prefill={path_args['prefill']}",
+        f"rollout.engine.merge_lora={path_args['merge_lora']}",
     ]
     cfg = compose_config([*overrides, *BENCH_OVERRIDES, *path])
     torch.manual_seed(cfg.seed)
@@ -157,6 +183,16 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, shared: boo
     with torch.no_grad():
         batch, rollout = module.collector.collect(seeds, gen)
     times["rollout"], cpu["rollout"] = time.perf_counter() - t0, time.process_time() - c0
+    torch.save(batch, out_dir / "batch.pt")
+    own_rows = _rows_digest(batch)
+    if rows_from is not None:
+        collected = batch
+        batch = torch.load(rows_from / "batch.pt", weights_only=False)
+        if not reuse:  # rescored below
+            batch.old_logprobs = None
+        tokens_differ = _response_tokens_differ(collected, batch)
+    else:
+        tokens_differ = 0
 
     meter.enter("score")
     t0, c0 = time.perf_counter(), time.process_time()
@@ -190,18 +226,19 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, shared: boo
     times["update"], cpu["update"] = time.perf_counter() - t0, time.process_time() - c0
     peaks = meter.stop()
     torch.save(batch.old_logprobs, out_dir / "old_logprobs.pt")
-    digest = hashlib.sha256()
-    for col in (batch.prompt_ids, batch.response_ids, batch.prompt_mask, batch.response_mask):
-        digest.update(col.numpy().tobytes())
     return {
         "micro_batch_size": micro_batch_size,
         "reuse_rollout_logprobs": reuse,
-        "shared_prefix": shared,
+        "shared_prefix": path_args["shared"],
+        "prefill": path_args["prefill"],
+        "merge_lora": path_args["merge_lora"],
+        "own_rows_sha256": own_rows,
+        "response_tokens_differ": tokens_differ,
         "rows": len(batch),
         "minibatches": len(minibatches),
         "real_tokens": int(batch.prompt_mask.sum() + batch.response_mask.sum()),
         "scored_cells": 0 if reuse else padded_cells(batch, micro_batch_size),
-        "rows_sha256": digest.hexdigest()[:16],
+        "rows_sha256": _rows_digest(batch),
         "times_s": times,
         "cpu_s": cpu,
         "peak_rss_bytes": {p: peaks.get(p, 0) for p in PHASES},
@@ -210,12 +247,16 @@ def worker(overrides: list[str], micro_batch_size: int, reuse: bool, shared: boo
     }
 
 
-def run_path(overrides: list[str], micro_batch_size: int, reuse: bool, shared: bool, out_dir: Path) -> dict:
+#: The old path: today's code (whole-minibatch passes, a rescoring pass, the shared-prefix prefill, adapters run).
+OLD_PATH = {"micro_batch_size": 0, "reuse": False, "shared": False, "prefill": "shared", "merge_lora": False}
+
+
+def run_path(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path | None = None) -> dict:
+    """One path in a fresh process (``--worker``); returns the worker's JSON result."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, __file__, "--worker", "--micro-batch-size", str(micro_batch_size)]
-    cmd += ["--reuse-rollout-logprobs" if reuse else "--no-reuse-rollout-logprobs"]
-    cmd += ["--shared-prefix" if shared else "--no-shared-prefix"]
-    cmd += ["--out-dir", str(out_dir), "--", *overrides]
+    cmd = [sys.executable, __file__, "--worker", json.dumps(path_args), "--out-dir", str(out_dir)]
+    cmd += ["--rows-from", str(rows_from)] if rows_from is not None else []
+    cmd += ["--", *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
@@ -230,9 +271,10 @@ def gib(n: float) -> str:
 def report(old: dict, new: dict, diffs: dict, loads: tuple) -> str:
     """A markdown table of the two paths, their ratios, the numeric differences and the load."""
     rows = [
-        f"| | old (micro_batch_size=0, rescored) | new (micro_batch_size={new['micro_batch_size']}, "
+        f"| | old (micro_batch_size=0, rescored, prefill=shared) | new (micro_batch_size={new['micro_batch_size']}, "
         f"{'rollout log-probs' if new['reuse_rollout_logprobs'] else 'rescored'}"
-        f"{', shared prefixes' if new['shared_prefix'] else ''}) | new / old |",
+        f"{', shared prefixes' if new['shared_prefix'] else ''}, prefill={new['prefill']}"
+        f"{', LoRA merged for sampling' if new['merge_lora'] else ''}) | new / old |",
         "|---|---|---|---|",
     ]
     for key, label in (("times_s", "wall"), ("cpu_s", "CPU")):
@@ -251,8 +293,10 @@ def report(old: dict, new: dict, diffs: dict, loads: tuple) -> str:
     a, b = old["scored_cells"], new["scored_cells"]
     rows.append(f"| token cells in the old-log-prob pass | {a} | {b} | {b / max(a, 1):.2f} |")
     lines = [
-        f"rows {old['rows']} (real tokens {old['real_tokens']}), minibatches {old['minibatches']}, "
-        f"same rows: {old['rows_sha256'] == new['rows_sha256']}",
+        f"rows {old['rows']} (real tokens {old['real_tokens']}), minibatches {old['minibatches']}; the new "
+        f"path's rollout sampled {new['response_tokens_differ']} tokens differently (float rounding: "
+        f"prefill={new['prefill']}, merge_lora={new['merge_lora']}); both paths update on the old path's rows "
+        f"(same rows: {old['rows_sha256'] == new['rows_sha256']})",
         "",
         *rows,
         "",
@@ -280,30 +324,41 @@ def main(argv: list[str] | None = None) -> int:
         default=True,
         help="the new path keeps the torch engine's log-probs as the old ones (default) or rescores the rows",
     )
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--prefill",
+        default="tree",
+        choices=("plain", "shared", "tree"),
+        help="the new path's rollout.engine.prefill (default tree; the old path keeps shared)",
+    )
+    parser.add_argument(
+        "--merge-lora",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the new path samples with the LoRA adapters merged (rollout.engine.merge_lora; default on)",
+    )
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # the path's settings, as JSON
     parser.add_argument("--out-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--rows-from", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (default: the SmolLM2 LoRA experiment)")
     args = parser.parse_args(argv)
     overrides = args.overrides or DEFAULT_OVERRIDES
     if args.worker:
-        result = worker(
-            overrides, args.micro_batch_size, args.reuse_rollout_logprobs, args.shared_prefix, args.out_dir
-        )
-        print(json.dumps(result))
+        print(json.dumps(worker(json.loads(args.worker), overrides, args.out_dir, args.rows_from)))
         return 0
     import torch
 
+    new_path = {
+        "micro_batch_size": args.micro_batch_size,
+        "reuse": args.reuse_rollout_logprobs,
+        "shared": args.shared_prefix,
+        "prefill": args.prefill,
+        "merge_lora": args.merge_lora,
+    }
     load_before = tuple(round(x, 2) for x in os.getloadavg())
     with tempfile.TemporaryDirectory(prefix="bench_llm_") as tmp:
-        old = run_path(overrides, 0, False, False, Path(tmp) / "old")
+        old = run_path(OLD_PATH, overrides, Path(tmp) / "old")
         print(json.dumps({"old": old}), flush=True)  # kept even if the new path fails
-        new = run_path(
-            overrides,
-            args.micro_batch_size,
-            args.reuse_rollout_logprobs,
-            args.shared_prefix,
-            Path(tmp) / "new",
-        )
+        new = run_path(new_path, overrides, Path(tmp) / "new", rows_from=Path(tmp) / "old")
         grads = [torch.load(Path(tmp) / p / "grad.pt") for p in ("old", "new")]
         logps = [torch.load(Path(tmp) / p / "old_logprobs.pt") for p in ("old", "new")]
     load_after = tuple(round(x, 2) for x in os.getloadavg())

@@ -9,7 +9,7 @@ other processes hits all engines alike:
   generated tokens / wall time;
 - env steps/s: a full ``Collector.collect`` of B x G FrozenLake episodes, env steps / wall time.
 
-The torch engine is also run with ``share_prefill=False`` (plain left-padded prefill), which shows how much
+The torch engine is also run with ``prefill="plain"`` (plain left-padded prefill), which shows how much
 of its lead comes from running identical prompts and the common prefix once. The random model never learns to
 stop, so it fills its 32-token budget every turn and the HF prompts grow with that noise in the history:
 later turns are prefill-bound on distinct text, where both engines do the same work.
@@ -243,7 +243,7 @@ def main() -> None:
         hf = build_hf_policy(str(path), history_window=args.history_window)
         runs = {
             "torch": (hf, TorchEngine(hf, sampling)),
-            "torch-plain": (hf, TorchEngine(hf, sampling, share_prefill=False)),
+            "torch-plain": (hf, TorchEngine(hf, sampling, prefill="plain")),
             "hf": (hf, HFGenerateEngine(hf, sampling)),
             "tiny": (tiny, TorchEngine(tiny, tiny_sampling)),
         }

@@ -70,13 +70,14 @@ class Policy(torch.nn.Module):
         raise NotImplementedError
 
     def forward_packed(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor
+        self, input_ids: torch.Tensor, positions: torch.Tensor, layout: Any, keep: torch.Tensor
     ) -> torch.Tensor:
         """One forward over a packed sequence of several rows that share tokens (``trainer.shared_prefix``).
 
         Args:
             input_ids: (T,) int64; positions: (T,) int64, each token's position in its own row.
-            allowed: (T, T) bool, query x key: which earlier tokens each token attends to.
+            layout: the tree's ``gigpo_lab.policy.tree_attention.TreeLayout``: which earlier tokens each token
+                attends to (its node's root path).
             keep: (K,) int64, the columns whose logits are returned.
         Returns:
             logits (K, V) float.
@@ -84,6 +85,25 @@ class Policy(torch.nn.Module):
         raise NotImplementedError(
             f"{type(self).__name__} has no packed forward: trainer.shared_prefix needs a Hugging Face policy"
         )
+
+    def prefill_packed(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, layout: Any, keep: torch.Tensor
+    ) -> tuple[torch.Tensor, Any]:
+        """``forward_packed``'s logits (K, V) and the cache of the packed sequence (one row of T tokens), for the
+        torch engine's ``prefill: tree``; ``gather_cache`` cuts it into rows."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no packed prefill: rollout.engine.prefill=tree needs a Hugging Face policy"
+        )
+
+    def gather_cache(self, cache: Any, index: torch.Tensor) -> Any:
+        """The cache of U rows, row u holding the tokens ``index[u]`` (U, L) int64 of the packed cache."""
+        raise NotImplementedError(f"{type(self).__name__} has no packed prefill")
+
+    def merged_weights(self) -> contextlib.AbstractContextManager:
+        """A block in which the policy computes the same function, up to float rounding, in the layout that is
+        cheapest for inference without grad (a LoRA policy: adapters merged into its base weights; the torch
+        engine's ``merge_lora``). Here: nothing changes."""
+        return contextlib.nullcontext()
 
     def select_cache(self, cache: Any, index: torch.Tensor) -> Any:
         """The cache of rows ``index`` (M,) int64 of ``cache``: rows may repeat or be dropped (prefix sharing and

@@ -35,8 +35,10 @@ from gigpo_lab.policy.lora import (
     apply_lora,
     base_model,
     is_peft,
+    merged_adapters,
     merged_state_dict,
 )
+from gigpo_lab.policy.tree_attention import TreeLayout, tree_attention
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent in a text game. Each turn you read an observation of the game. "
@@ -134,6 +136,11 @@ class HFPolicy(Policy):
         with adapters_disabled(self.model):
             yield
 
+    def merged_weights(self) -> contextlib.AbstractContextManager:
+        """With LoRA: the adapters merged into the base weights, adapters off (``lora.merged_adapters``; the
+        weights are bit-for-bit restored on exit). Without: nothing changes."""
+        return merged_adapters(self.model)
+
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """The weights as a plain ``AutoModelForCausalLM`` of the base architecture names them, LoRA merged
         (what the vLLM engine loads and the export writes); the policy is not changed."""
@@ -196,22 +203,42 @@ class HFPolicy(Policy):
         return out.logits, getattr(out, self._cache_name)
 
     def forward_packed(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor
+        self, input_ids: torch.Tensor, positions: torch.Tensor, layout: TreeLayout, keep: torch.Tensor
     ) -> torch.Tensor:
-        """Logits (K, V) at columns ``keep`` (K,) of one packed sequence ``input_ids`` (T,) with positions
-        (T,) and the attention pattern ``allowed`` (T, T) bool (query, key): a custom 4D mask, which
-        transformers passes to the attention as is (an additive float mask, so eager and SDPA read it alike)."""
-        dtype = next(self.model.parameters()).dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-        mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)
-        out = self.model(
-            input_ids=input_ids[None],
-            attention_mask=mask[None, None],
-            position_ids=positions[None],
-            use_cache=False,
-            logits_to_keep=keep,
-        )
-        return out.logits[0]
+        """Logits (K, V) at columns ``keep`` (K,) of one packed sequence ``input_ids`` (T,) with positions (T,)
+        and the attention pattern of the tree ``layout``: the model runs ``tree_attention_forward`` (one attention
+        per tree node over its root path's keys)."""
+        return self._packed(input_ids, positions, layout, keep, use_cache=False)[0]
+
+    def prefill_packed(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, layout: TreeLayout, keep: torch.Tensor
+    ) -> tuple[torch.Tensor, Any]:
+        """``forward_packed``'s logits (K, V) and the KV cache of the packed sequence (batch 1, T tokens), to be
+        cut into rows by ``gather_cache``."""
+        return self._packed(input_ids, positions, layout, keep, use_cache=True)
+
+    def _packed(self, input_ids, positions, layout, keep, use_cache: bool) -> tuple[torch.Tensor, Any]:
+        # the 4D mask is a placeholder: transformers passes a 4D mask through as prepared, and the tree
+        # attention reads the layout instead
+        placeholder = torch.ones(1, 1, 1, 1, dtype=torch.bool, device=input_ids.device)
+        with tree_attention(base_model(self.model).config):
+            out = self.model(
+                input_ids=input_ids[None],
+                attention_mask=placeholder,
+                position_ids=positions[None],
+                use_cache=use_cache,
+                logits_to_keep=keep,
+                tree_layout=layout,
+            )
+        return out.logits[0], getattr(out, self._cache_name)
+
+    def gather_cache(self, cache: Any, index: torch.Tensor) -> Any:
+        """Cut a packed cache (batch 1, T tokens) into U rows: row u holds the packed tokens ``index[u]``; index
+        (U, L) int64 (in place: the layers' keys and values become (U, H, L, D))."""
+        for layer in cache.layers:
+            layer.keys = layer.keys[0][:, index].transpose(0, 1).contiguous()
+            layer.values = layer.values[0][:, index].transpose(0, 1).contiguous()
+        return cache
 
     def select_cache(self, cache: Any, index: torch.Tensor) -> Any:
         """``Cache.reorder_cache`` is an ``index_select`` on the batch dimension of every layer (in place)."""

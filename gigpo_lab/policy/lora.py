@@ -134,6 +134,42 @@ def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
     return out
 
 
+@contextlib.contextmanager
+def merged_adapters(model: Any) -> Iterator[None]:
+    """Inside the block ``model`` runs its base layers with the LoRA deltas added to their weights and its
+    adapters off: the same function as with adapters on, up to float rounding, at the base model's cost (no
+    adapter matmuls, scaling or additions). For inference only (no grad).
+
+    The merged weights are new tensors swapped in for the base weights' data, and the original tensors are put
+    back on exit, so the model is bit-for-bit what it was (unlike peft's ``merge_adapter``/``unmerge_adapter``,
+    which add and subtract in place). Costs one merged copy of the adapted weights while the block runs.
+    Without adapters it is a no-op.
+    """
+    if not is_peft(model):
+        yield
+        return
+    swapped: list[tuple[torch.Tensor, torch.Tensor]] = []
+    try:
+        with torch.no_grad():
+            for module in model.modules():
+                if not (hasattr(module, "get_delta_weight") and hasattr(module, "base_layer")):
+                    continue
+                adapters = [a for a in getattr(module, "active_adapters", []) if a in module.lora_A]
+                if not adapters:
+                    continue
+                weight = module.get_base_layer().weight
+                merged = weight.data.clone()
+                for adapter in adapters:
+                    merged += module.get_delta_weight(adapter).to(merged.dtype)
+                swapped.append((weight, weight.data))
+                weight.data = merged
+        with model.disable_adapter():
+            yield
+    finally:
+        for weight, original in swapped:
+            weight.data = original
+
+
 def _hf_name(peft_name: str) -> str:
     """``base_model.model.model.layers.0.q_proj.base_layer.weight`` -> ``model.layers.0.q_proj.weight``."""
     name = peft_name.removeprefix(PEFT_PREFIX)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from gigpo_lab.policy.base import Policy
+from gigpo_lab.policy.prefix_tree import packed_tree, prefix_tree
 
 
 def common_prefix_length(ids: torch.Tensor, lengths: torch.Tensor) -> int:
@@ -82,3 +83,51 @@ def shared_prefill(
     if inverse is not None:
         logits, mask = logits[inverse], mask[inverse]
     return logits[:, -1], cache, mask
+
+
+def tree_prefill(
+    policy: Policy,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    min_shared: int = 1,
+    keep_cache: bool = True,
+) -> tuple[torch.Tensor, Any, torch.Tensor]:
+    """Fill the cache for N prompts with every shared prompt run computed once: the distinct prompts form a
+    radix tree (``gigpo_lab.policy.prefix_tree``), which runs as one packed sequence with tree attention
+    (``Policy.prefill_packed``); then each row's cache is gathered from its root path (``Policy.gather_cache``),
+    left-padded to the longest prompt. Where ``shared_prefill`` shares only the prefix common to all prompts,
+    this also shares what a subset has in common (a group's history, a turn's observation).
+
+    Args and returns: as ``shared_prefill``; the mask (N, L) marks each row's real cached tokens, L the
+    longest prompt.
+    """
+    distinct: dict[tuple[int, ...], int] = {}
+    inverse = [
+        distinct.setdefault(tuple(ids[mask].tolist()), len(distinct))
+        for ids, mask in zip(prompt_ids, prompt_mask, strict=True)
+    ]
+    nodes = prefix_tree([list(p) for p in distinct], min_shared)
+    packed = packed_tree(nodes, [[] for _ in distinct])
+    layout = packed["layout"]
+    leaves = [k for k, node in enumerate(nodes) if node.row >= 0]
+    by_row = sorted(leaves, key=lambda k: nodes[k].row)  # the leaf of distinct prompt 0, 1, ...
+    device = prompt_ids.device
+    keep = torch.tensor([layout.spans[k][1] - 1 for k in by_row], device=device)
+    logits, cache = policy.prefill_packed(
+        packed["ids"].to(device), packed["positions"].to(device), layout.to(device), keep
+    )
+    paths = [layout.paths[k] for k in by_row]
+    width = max(len(p) for p in paths)
+    index = torch.zeros(len(paths), width, dtype=torch.long, device=device)
+    mask = torch.zeros(len(paths), width, dtype=torch.bool, device=device)
+    for u, path in enumerate(paths):
+        index[u, width - len(path) :] = path
+        mask[u, width - len(path) :] = True
+    rows = torch.tensor(inverse, device=device)
+    if not keep_cache:
+        cache = None
+    else:
+        cache = policy.gather_cache(cache, index)
+        if len(paths) < len(inverse):
+            cache = policy.select_cache(cache, rows)
+    return logits[rows], cache, mask[rows]

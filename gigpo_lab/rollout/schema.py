@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from gigpo_lab.choices import choice_enum
 from gigpo_lab.policy.hf import DTYPES
+from gigpo_lab.rollout.torch_engine import PREFILLS
 
 VLLMDtype = choice_enum("VLLMDtype", DTYPES, __name__)
 
@@ -31,6 +32,24 @@ class EngineConfig:
     top_p: Any = "${..top_p}"
     #: = rollout.max_new_tokens.
     max_new_tokens: Any = "${..max_new_tokens}"
+
+
+Prefill = choice_enum("Prefill", PREFILLS, __name__)
+
+
+@dataclass
+class TorchEngineConfig(EngineConfig):
+    """The torch engine's own keys (``gigpo_lab/rollout/torch_engine.py``)."""
+
+    #: How the prompts' KV cache is filled; every option gives the same numbers up to float rounding.
+    #: shared = identical prompts and the prefix common to all prompts run once; tree = every token run
+    #: that some prompts share runs once (a radix tree with tree attention; needs an HF policy, model=hf or
+    #: smollm2_*); plain = the left-padded batch.
+    prefill: Prefill = "shared"  # type: ignore[assignment]
+    #: true = sample with the LoRA adapters merged into a temporary copy of the base weights (no adapter
+    #: matmuls; the same distribution up to float rounding; one extra copy of the adapted weights while
+    #: sampling); false = run the adapters as they train. No effect without LoRA.
+    merge_lora: bool = False
 
 
 @dataclass
@@ -90,7 +109,7 @@ class RolloutConfig:
 class TorchRolloutConfig(RolloutConfig):
     """Batched sampling with the policy's own KV cache, no grad (``gigpo_lab/rollout/torch_engine.py``)."""
 
-    engine: EngineConfig = field(default_factory=EngineConfig)
+    engine: TorchEngineConfig = field(default_factory=TorchEngineConfig)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The torch engine: batched autoregressive sampling with the policy's own KV cache, no grad.
 
-The prefill runs identical prompts and the prompts' common prefix once (``prefill.shared_prefill``); then one
+The prefill computes shared prompt tokens once (``prefill``: ``shared`` runs identical prompts and the prompts'
+common prefix once, ``tree`` every run that a subset shares, ``plain`` the left-padded batch); then one
 single-token forward per new token for all rows still running. A row that emits a stop id
 (``policy.stop_ids()``) leaves the batch (``policy.select_cache``); generation ends when no row is left or
 after ``max_new_tokens``. Shares the policy module, so ``sync_weights`` is a no-op.
@@ -8,12 +9,32 @@ after ``max_new_tokens``. Shares the policy module, so ``sync_weights`` is a no-
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.rollout.engine import GenerationOutput, SamplingParams
-from gigpo_lab.rollout.prefill import shared_prefill
+from gigpo_lab.rollout.prefill import shared_prefill, tree_prefill
+
+
+def plain_prefill(
+    policy: Policy, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, keep_cache: bool = True
+) -> tuple[torch.Tensor, Any, torch.Tensor]:
+    """The left-padded batch in one forward: logits (N, V) of each prompt's next token, the cache, the mask."""
+    logits, cache = policy.forward_logits(prompt_ids, prompt_mask, None, logits_to_keep=1)
+    return logits[:, -1], cache, prompt_mask
+
+
+#: ``rollout.engine.prefill`` -> how the prompts' cache is filled (all give the same numbers up to rounding).
+PREFILLS: dict[str, Callable[..., tuple[torch.Tensor, Any, torch.Tensor]]] = {
+    "plain": plain_prefill,
+    "shared": shared_prefill,
+    "tree": tree_prefill,
+}
 
 
 def sampling_log_probs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
@@ -49,14 +70,22 @@ class TorchEngine:
     Args:
         policy: the policy (shared, not copied).
         sampling: temperature, top_p, max_new_tokens (None: ``policy.default_max_new_tokens``), greedy.
-        share_prefill: run identical prompts and the common prompt prefix once (``shared_prefill``); False runs
-            the plain left-padded batch (same results up to float rounding).
+        prefill: a key of ``PREFILLS``: ``shared`` runs identical prompts and the common prompt prefix once,
+            ``tree`` every shared run of the prompts (needs ``Policy.prefill_packed``: a Hugging Face policy),
+            ``plain`` the left-padded batch (same results up to float rounding).
+        merge_lora: sample with the LoRA adapters merged into the base weights (``Policy.merged_weights``): the
+            same distribution up to float rounding, without the adapters' extra matmuls.
     """
 
-    def __init__(self, policy: Policy, sampling: SamplingParams, *, share_prefill: bool = True):
+    def __init__(
+        self, policy: Policy, sampling: SamplingParams, *, prefill: str = "shared", merge_lora: bool = False
+    ):
+        if prefill not in PREFILLS:
+            raise ValueError(f"rollout.engine.prefill={prefill!r} is not one of {sorted(PREFILLS)}")
         self.policy = policy
         self.sampling = sampling
-        self.share_prefill = share_prefill
+        self.prefill = prefill
+        self.merge_lora = merge_lora
 
     @property
     def samples_policy_logprobs(self) -> bool:
@@ -93,34 +122,34 @@ class TorchEngine:
         n, budget = prompt_ids.shape[0], self.max_new_tokens
         was_training = policy.training
         policy.eval()
+        weights = policy.merged_weights() if self.merge_lora else contextlib.nullcontext()
         try:
-            ids, mask = prompt_ids.to(device), prompt_mask.to(device=device, dtype=torch.bool)
-            if self.share_prefill:
-                logits, cache, mask = shared_prefill(policy, ids, mask, keep_cache=budget > 1)
-            else:
-                logits, cache = policy.forward_logits(ids, mask, None, logits_to_keep=1)
-                logits = logits[:, -1]
-            stop = torch.tensor(policy.stop_ids(), device=device)
-            response_ids = torch.full((n, budget), policy.tokenizer.pad_id, dtype=torch.long, device=device)
-            response_mask = torch.zeros(n, budget, dtype=torch.bool, device=device)
-            logprobs = torch.zeros(n, budget, device=device)
-            rows = torch.arange(n, device=device)  # batch row -> output row
-            for step in range(budget):
-                log_dist = sampling_log_probs(logits, sampling.temperature, sampling.top_p)
-                token = log_dist.argmax(-1) if greedy else sample_tokens(log_dist, generator)
-                response_ids[rows, step] = token
-                response_mask[rows, step] = True
-                logprobs[rows, step] = log_dist.gather(-1, token[:, None]).squeeze(-1)
-                stopped = torch.isin(token, stop)
-                if step + 1 == budget or bool(stopped.all()):
-                    break
-                if bool(stopped.any()):
-                    keep = (~stopped).nonzero().squeeze(1)
-                    cache = policy.select_cache(cache, keep)
-                    rows, mask, token = rows[keep], mask[keep], token[keep]
-                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-                logits, cache = policy.forward_logits(token[:, None], mask, cache, logits_to_keep=1)
-                logits = logits[:, -1]
+            with weights:
+                ids, mask = prompt_ids.to(device), prompt_mask.to(device=device, dtype=torch.bool)
+                logits, cache, mask = PREFILLS[self.prefill](policy, ids, mask, keep_cache=budget > 1)
+                stop = torch.tensor(policy.stop_ids(), device=device)
+                response_ids = torch.full(
+                    (n, budget), policy.tokenizer.pad_id, dtype=torch.long, device=device
+                )
+                response_mask = torch.zeros(n, budget, dtype=torch.bool, device=device)
+                logprobs = torch.zeros(n, budget, device=device)
+                rows = torch.arange(n, device=device)  # batch row -> output row
+                for step in range(budget):
+                    log_dist = sampling_log_probs(logits, sampling.temperature, sampling.top_p)
+                    token = log_dist.argmax(-1) if greedy else sample_tokens(log_dist, generator)
+                    response_ids[rows, step] = token
+                    response_mask[rows, step] = True
+                    logprobs[rows, step] = log_dist.gather(-1, token[:, None]).squeeze(-1)
+                    stopped = torch.isin(token, stop)
+                    if step + 1 == budget or bool(stopped.all()):
+                        break
+                    if bool(stopped.any()):
+                        keep = (~stopped).nonzero().squeeze(1)
+                        cache = policy.select_cache(cache, keep)
+                        rows, mask, token = rows[keep], mask[keep], token[keep]
+                    mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+                    logits, cache = policy.forward_logits(token[:, None], mask, cache, logits_to_keep=1)
+                    logits = logits[:, -1]
         finally:
             policy.train(was_training)
         width = step + 1
@@ -143,6 +172,8 @@ def build_torch_engine(
     top_p: float = 1.0,
     max_new_tokens: int | None = None,
     greedy: bool = False,
+    prefill: str = "shared",
+    merge_lora: bool = False,
 ) -> TorchEngine:
     """The ``conf/rollout/torch.yaml`` engine target: ``instantiate(cfg.rollout.engine)(policy=policy)``.
 
@@ -150,4 +181,5 @@ def build_torch_engine(
     """
     if max_new_tokens is None:
         max_new_tokens = policy.default_max_new_tokens
-    return TorchEngine(policy, SamplingParams(temperature, top_p, max_new_tokens, greedy))
+    sampling = SamplingParams(temperature, top_p, max_new_tokens, greedy)
+    return TorchEngine(policy, sampling, prefill=prefill, merge_lora=merge_lora)

@@ -1,5 +1,5 @@
 """experiments/bench/bench_llm_iteration.py runs end to end on a tiny HF model: both paths collect the same rows,
-and the new path (micro-batches, shared prompt runs, rollout log-probs) gives the old path's first-step gradients
+and the new path (tree prefill, merged LoRA sampling, micro-batches, shared prompt runs, rollout log-probs) gives the old path's first-step gradients
 and old log-probs within float rounding. It guards the benchmark against the module's refactors (a renamed
 attribute once broke it silently)."""
 
@@ -44,6 +44,9 @@ def test_the_benchmark_compares_both_paths_on_the_same_rows(tmp_path):
     old, new = result["old"], result["new"]
     assert old["rows_sha256"] == new["rows_sha256"] and old["rows"] == new["rows"] >= 6
     assert new["shared_prefix"] and new["micro_batch_size"] == 3 and new["reuse_rollout_logprobs"]
+    assert new["prefill"] == "tree" and new["merge_lora"]
+    # the tree prefill and merged sampling gave this tiny model's rollout the old path's very tokens
+    assert new["own_rows_sha256"] == old["own_rows_sha256"] and new["response_tokens_differ"] == 0
     assert result["diffs"]["grad"] <= 1e-5 * max(1.0, result["diffs"]["grad_scale"])
     assert result["diffs"]["logprobs"] <= 1e-4  # the engine's sampling log-probs against a rescoring pass
     assert "same rows: True" in proc.stdout

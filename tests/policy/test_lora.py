@@ -115,6 +115,36 @@ def test_merged_weights_equal_peft_merge_and_give_the_same_logits(model_dir):
     assert any(".lora_" in n for n, _ in policy.named_parameters()), "the policy itself stays unmerged"
 
 
+def test_merged_adapters_compute_the_same_logits_and_restore_every_weight_bit_for_bit(model_dir):
+    """Inside ``merged_weights`` the policy is its merged function (logits within 1e-5 of adapters on, and the
+    adapters are off); afterwards every tensor is the very one it was, also when the block raises."""
+    policy = build_hf_policy(str(model_dir), lora=LORA)
+    _perturb_adapters(policy)
+    policy.eval()
+
+    def tensors():
+        return {k: v for k, v in policy.state_dict().items() if isinstance(v, torch.Tensor)}
+
+    before = {k: (v.data_ptr(), v.clone()) for k, v in tensors().items()}
+    ids = torch.tensor([policy.build_prompt("S F G", "", [])])
+    with torch.no_grad():
+        adapted = policy.model(input_ids=ids).logits
+        with policy.adapters_disabled():
+            base = policy.model(input_ids=ids).logits
+        with policy.merged_weights():
+            merged = policy.model(input_ids=ids).logits
+            moved = [k for k, v in tensors().items() if not torch.equal(v, before[k][1])]
+    assert (adapted - base).abs().max() > 1e-3, "the perturbed adapters change the output"
+    torch.testing.assert_close(merged, adapted, atol=1e-5, rtol=0)
+    assert {k.split(".base_layer")[0].rsplit(".", 1)[-1] for k in moved} == set(LORA["target_modules"])
+    with pytest.raises(RuntimeError, match="inside"), policy.merged_weights():
+        raise RuntimeError("inside the block")
+    for key, value in tensors().items():
+        assert value.data_ptr() == before[key][0] and torch.equal(value, before[key][1]), key
+    with torch.no_grad():
+        assert torch.equal(policy.model(input_ids=ids).logits, adapted), "the adapters are on again"
+
+
 @pytest.mark.parametrize(
     ("lora", "match"),
     [

@@ -58,7 +58,7 @@ def test_engine_on_cuda_matches_policy_logprobs(kind, hf_dir):
             prompt_ids.cuda(), prompt_mask.cuda(), a.response_ids.cuda(), a.response_mask.cuda()
         )
     torch.testing.assert_close(a.logprobs, logp.cpu(), atol=1e-4, rtol=0)
-    plain = TorchEngine(policy, SamplingParams(max_new_tokens=12), share_prefill=False)
+    plain = TorchEngine(policy, SamplingParams(max_new_tokens=12), prefill="plain")
     greedy = engine.generate(prompt_ids, prompt_mask, greedy=True)
     assert torch.equal(greedy.response_ids, plain.generate(prompt_ids, prompt_mask, greedy=True).response_ids)
 

@@ -204,3 +204,33 @@ def test_scoring_at_the_sampling_temperature_equals_the_sampling_logprobs(policy
     m = out.response_mask
     torch.testing.assert_close(scored[m], out.logprobs[m], atol=1e-5, rtol=0)
     assert not torch.allclose(untempered[m], out.logprobs[m], atol=1e-3)  # temperature 1 would be off-policy
+
+
+@pytest.mark.parametrize("merge_lora", [False, True], ids=["adapters", "merged"])
+@pytest.mark.parametrize("prefill", ["plain", "shared", "tree"])
+def test_every_prefill_and_merged_adapters_sample_the_policy(tmp_path_factory, prefill, merge_lora):
+    """A LoRA policy with trained (non-zero) adapters: each prefill, with the adapters run or merged, gives the
+    no-cache greedy decode and sampling log-probs equal to ``policy.logprobs`` within 1e-5."""
+    policy = build_hf_policy(
+        str(build_tiny_hf_model(tmp_path_factory.mktemp("qwen2"))),
+        lora={"enabled": True, "r": 4, "alpha": 8, "target_modules": "all-linear"},
+    )
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        for name, p in policy.named_parameters():
+            if ".lora_B." in name:
+                p.normal_(0.0, 0.3)
+    engine = build_torch_engine(policy, max_new_tokens=6, prefill=prefill, merge_lora=merge_lora)
+    prompt_ids, prompt_mask = ragged_prompts(policy, 12, seed=4, shared=True)
+    out = engine.generate(prompt_ids, prompt_mask, greedy=True)
+    with torch.no_grad():
+        cached = [r[m].tolist() for r, m in zip(out.response_ids, out.response_mask, strict=True)]
+        assert cached == reference_greedy(policy, prompt_ids, prompt_mask, 6)
+        sampled = engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0))
+        logp, _ = policy.logprobs(prompt_ids, prompt_mask, sampled.response_ids, sampled.response_mask)
+    torch.testing.assert_close(sampled.logprobs, logp, atol=1e-5, rtol=0)
+
+
+def test_an_unknown_prefill_is_refused(hf):
+    with pytest.raises(ValueError, match="prefill='radix' is not one of"):
+        build_torch_engine(hf, prefill="radix")

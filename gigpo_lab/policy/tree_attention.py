@@ -1,0 +1,141 @@
+"""Attention over a packed prefix tree, node by node: each token attends to exactly the keys it may see, and no
+time goes to the masked-out pairs of a dense mask.
+
+A packed tree (``gigpo_lab.training.shared_prefix.packed_tree``) lays out the nodes one after the other; a
+token of node k sees the tokens of k's ancestors and the earlier tokens of k. A dense (T, T) mask makes
+attention cost T² per layer although most pairs are masked (siblings never see each other): with four rows
+that share a 100-token system prompt and have 150 tokens each of their own, about a quarter of the pairs are
+allowed. Here every node runs its own attention over the keys of its root path::
+
+    packed   [S S S | a a a | b b]        node a:  queries a a a, keys S S S a a a   (causal within a)
+    nodes    root S, leaves a and b       node b:  queries b b,   keys S S S b b     (causal within b)
+
+so the work is the sum over nodes of (node tokens x path tokens). Every query sees the same keys with the same
+scores as in its own plain row, so the outputs are those of the dense mask up to float rounding.
+
+The function is registered with ``transformers``' ``AttentionInterface`` as ``"gigpo_tree"`` and used only while
+``tree_attention(model)`` is active; a forward without a ``tree_layout`` keyword falls back to SDPA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+ATTENTION_NAME = "gigpo_tree"
+
+
+@dataclass(frozen=True)
+class TreeLayout:
+    """Where each node of a packed tree sits and which keys it reads.
+
+    Attributes:
+        spans: per node, (start, end) of its tokens in the packed sequence (nodes are contiguous and in order,
+            parents first, so the spans tile [0, T)).
+        ancestors: per node, how many tokens its ancestors have (its path's length before its own tokens).
+        paths: per node, (ancestors + end - start,) int64: the packed indices of its root path's tokens, the
+            ancestors' in root-to-parent order, then its own.
+    """
+
+    spans: list[tuple[int, int]]
+    ancestors: list[int]
+    paths: list[torch.Tensor]
+
+    @property
+    def length(self) -> int:
+        """T, the packed sequence's length."""
+        return self.spans[-1][1] if self.spans else 0
+
+    def to(self, device: torch.device | str) -> TreeLayout:
+        return TreeLayout(self.spans, self.ancestors, [p.to(device) for p in self.paths])
+
+    def dense_mask(self) -> torch.Tensor:
+        """The same pattern as a (T, T) bool mask, query x key (for the dense fallback and for tests)."""
+        allowed = torch.zeros(self.length, self.length, dtype=torch.bool)
+        for (start, end), before, path in zip(self.spans, self.ancestors, self.paths, strict=True):
+            rows = torch.arange(end - start)
+            cols = torch.arange(len(path))
+            allowed[start:end, path.cpu()] = cols[None, :] <= before + rows[:, None]
+        return allowed
+
+
+def node_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    layout: TreeLayout,
+    scaling: float | None = None,
+) -> torch.Tensor:
+    """Attention of a packed tree, one SDPA call per node.
+
+    Args:
+        query: (1, H, T, D); key, value: (1, H_kv, T, D) with H a multiple of H_kv (grouped-query attention).
+        layout: the tree's ``TreeLayout`` (T tokens).
+        scaling: the score scale (None: 1/sqrt(D)).
+    Returns:
+        (1, H, T, D): each query's attention over the keys of its node's root path, causal within the node.
+    """
+    repeat = query.shape[1] // key.shape[1]
+    if repeat > 1:
+        key = key.repeat_interleave(repeat, dim=1)
+        value = value.repeat_interleave(repeat, dim=1)
+    outputs = []
+    for (start, end), before, path in zip(layout.spans, layout.ancestors, layout.paths, strict=True):
+        rows = torch.arange(end - start, device=query.device)
+        cols = torch.arange(len(path), device=query.device)
+        allowed = cols[None, :] <= before + rows[:, None]
+        keys = key.index_select(2, path)
+        values = value.index_select(2, path)
+        outputs.append(
+            F.scaled_dot_product_attention(
+                query[:, :, start:end], keys, values, attn_mask=allowed, scale=scaling
+            )
+        )
+    return torch.cat(outputs, dim=2)
+
+
+def tree_attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    tree_layout: TreeLayout | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """A ``transformers`` attention function: ``node_attention`` when the forward carries ``tree_layout``,
+    SDPA otherwise. Returns the output as (B, T, H, D), as ``transformers`` expects."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if tree_layout is None:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    if dropout:
+        raise ValueError("tree attention has no attention dropout; set the model's attention_dropout to 0")
+    out = node_attention(query, key, value, tree_layout, scaling)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(ATTENTION_NAME, tree_attention_forward)
+
+
+@contextlib.contextmanager
+def tree_attention(config) -> Iterator[None]:
+    """Inside the block, the model of ``config`` (a ``PretrainedConfig``) runs ``tree_attention_forward``."""
+    _register()
+    before = config._attn_implementation
+    config._attn_implementation = ATTENTION_NAME
+    try:
+        yield
+    finally:
+        config._attn_implementation = before
