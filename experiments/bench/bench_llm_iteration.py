@@ -184,10 +184,14 @@ def worker(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path
         batch, rollout = module.collector.collect(seeds, gen)
     times["rollout"], cpu["rollout"] = time.perf_counter() - t0, time.process_time() - c0
     torch.save(batch, out_dir / "batch.pt")
+    torch.save(gen.get_state(), out_dir / "generator.pt")
     own_rows = _rows_digest(batch)
     if rows_from is not None:
         collected = batch
         batch = torch.load(rows_from / "batch.pt", weights_only=False)
+        # the old path's RNG after its rollout: the same minibatches (a rollout that sampled differently drew
+        # a different number of uniforms)
+        gen.set_state(torch.load(rows_from / "generator.pt"))
         if not reuse:  # rescored below
             batch.old_logprobs = None
         tokens_differ = _response_tokens_differ(collected, batch)

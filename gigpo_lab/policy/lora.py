@@ -158,9 +158,9 @@ def merged_adapters(model: Any) -> Iterator[None]:
                 if not adapters:
                     continue
                 weight = module.get_base_layer().weight
-                merged = weight.data.clone()
+                merged = weight.data
                 for adapter in adapters:
-                    merged += module.get_delta_weight(adapter).to(merged.dtype)
+                    merged = _plus_delta(module, adapter, merged)
                 swapped.append((weight, weight.data))
                 weight.data = merged
         with model.disable_adapter():
@@ -168,6 +168,16 @@ def merged_adapters(model: Any) -> Iterator[None]:
     finally:
         for weight, original in swapped:
             weight.data = original
+
+
+def _plus_delta(module: Any, adapter: str, weight: torch.Tensor) -> torch.Tensor:
+    """A new tensor ``weight + (alpha / r) B A`` of a LoRA linear layer, in one fused pass (``addmm``), or by
+    peft's ``get_delta_weight`` where the layer stores its weight transposed or is no plain linear layer."""
+    lora_a, lora_b = module.lora_A[adapter], module.lora_B[adapter]
+    plain = isinstance(lora_a, torch.nn.Linear) and not getattr(module, "fan_in_fan_out", False)
+    if plain and lora_b.weight.shape[0] == weight.shape[0] and lora_a.weight.shape[1] == weight.shape[1]:
+        return torch.addmm(weight, lora_b.weight, lora_a.weight, alpha=module.scaling[adapter])
+    return weight + module.get_delta_weight(adapter).to(weight.dtype)
 
 
 def _hf_name(peft_name: str) -> str:

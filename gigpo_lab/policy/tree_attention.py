@@ -79,10 +79,7 @@ def node_attention(
     Returns:
         (1, H, T, D): each query's attention over the keys of its node's root path, causal within the node.
     """
-    repeat = query.shape[1] // key.shape[1]
-    if repeat > 1:
-        key = key.repeat_interleave(repeat, dim=1)
-        value = value.repeat_interleave(repeat, dim=1)
+    grouped = query.shape[1] != key.shape[1]  # SDPA shares each key head among its query heads, no copies
     outputs = []
     for (start, end), before, path in zip(layout.spans, layout.ancestors, layout.paths, strict=True):
         rows = torch.arange(end - start, device=query.device)
@@ -92,7 +89,7 @@ def node_attention(
         values = value.index_select(2, path)
         outputs.append(
             F.scaled_dot_product_attention(
-                query[:, :, start:end], keys, values, attn_mask=allowed, scale=scaling
+                query[:, :, start:end], keys, values, attn_mask=allowed, scale=scaling, enable_gqa=grouped
             )
         )
     return torch.cat(outputs, dim=2)

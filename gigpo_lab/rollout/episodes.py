@@ -11,6 +11,7 @@ naming the env, its reset seed and the step.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import traceback
 from collections.abc import Sequence
@@ -94,6 +95,22 @@ def env_label(env: gym.Env) -> str:
 
 
 def run_episodes(
+    envs: Sequence[gym.Env],
+    seeds: Sequence[int],
+    policy: Policy,
+    engine,
+    generator: torch.Generator | None,
+    greedy: bool = False,
+) -> tuple[list[Turn], torch.Tensor, dict[int, EnvError]]:
+    """Reset ``envs[i]`` with ``seeds[i]`` and play every episode to termination or truncation, inside the
+    engine's ``session()`` if it has one (the torch engine merges LoRA adapters once for all the turns).
+    Returns and raises as ``play_episodes``."""
+    session = getattr(engine, "session", None)
+    with session() if session is not None else contextlib.nullcontext():
+        return play_episodes(envs, seeds, policy, engine, generator, greedy)
+
+
+def play_episodes(
     envs: Sequence[gym.Env],
     seeds: Sequence[int],
     policy: Policy,

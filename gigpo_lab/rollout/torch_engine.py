@@ -10,7 +10,7 @@ after ``max_new_tokens``. Shares the policy module, so ``sync_weights`` is a no-
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -86,6 +86,21 @@ class TorchEngine:
         self.sampling = sampling
         self.prefill = prefill
         self.merge_lora = merge_lora
+        self._merged = False  # inside a session that merged the adapters already
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """A block of many ``generate`` calls (a collection's turns): with ``merge_lora`` the adapters are merged
+        once for all of them instead of once per call. The weights must not change inside the block."""
+        if not self.merge_lora or self._merged:
+            yield
+            return
+        with self.policy.merged_weights():
+            self._merged = True
+            try:
+                yield
+            finally:
+                self._merged = False
 
     @property
     def samples_policy_logprobs(self) -> bool:
@@ -122,7 +137,8 @@ class TorchEngine:
         n, budget = prompt_ids.shape[0], self.max_new_tokens
         was_training = policy.training
         policy.eval()
-        weights = policy.merged_weights() if self.merge_lora else contextlib.nullcontext()
+        merge = self.merge_lora and not self._merged
+        weights = policy.merged_weights() if merge else contextlib.nullcontext()
         try:
             with weights:
                 ids, mask = prompt_ids.to(device), prompt_mask.to(device=device, dtype=torch.bool)

@@ -206,20 +206,46 @@ def test_scoring_at_the_sampling_temperature_equals_the_sampling_logprobs(policy
     assert not torch.allclose(untempered[m], out.logprobs[m], atol=1e-3)  # temperature 1 would be off-policy
 
 
+def _lora_policy(folder, seed: int = 3):
+    """A tiny HF policy with LoRA adapters that change its output (B drawn, not 0)."""
+    policy = build_hf_policy(
+        str(build_tiny_hf_model(folder)),
+        lora={"enabled": True, "r": 4, "alpha": 8, "target_modules": "all-linear"},
+    )
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for name, p in policy.named_parameters():
+            if ".lora_B." in name:
+                p.normal_(0.0, 0.3)
+    return policy
+
+
+def test_a_session_merges_the_adapters_once_for_all_its_generate_calls(tmp_path):
+    policy = _lora_policy(tmp_path / "qwen2")
+    engine = build_torch_engine(policy, max_new_tokens=4, merge_lora=True)
+    merges, merge = [], policy.merged_weights
+    policy.merged_weights = lambda: (merges.append(1), merge())[1]
+    prompt_ids, prompt_mask = ragged_prompts(policy, 6, seed=5, shared=True)
+    alone = engine.generate(prompt_ids, prompt_mask, greedy=True)
+    assert len(merges) == 1
+    with engine.session():
+        first = engine.generate(prompt_ids, prompt_mask, greedy=True)
+        second = engine.generate(prompt_ids, prompt_mask, greedy=True)
+    assert len(merges) == 2, "one merge for the whole session"
+    assert torch.equal(first.response_ids, alone.response_ids) and torch.equal(
+        second.logprobs, alone.logprobs
+    )
+    with torch.no_grad():
+        adapters_on, _ = policy.logprobs(prompt_ids, prompt_mask, alone.response_ids, alone.response_mask)
+    torch.testing.assert_close(alone.logprobs, adapters_on, atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("merge_lora", [False, True], ids=["adapters", "merged"])
 @pytest.mark.parametrize("prefill", ["plain", "shared", "tree"])
 def test_every_prefill_and_merged_adapters_sample_the_policy(tmp_path_factory, prefill, merge_lora):
     """A LoRA policy with trained (non-zero) adapters: each prefill, with the adapters run or merged, gives the
     no-cache greedy decode and sampling log-probs equal to ``policy.logprobs`` within 1e-5."""
-    policy = build_hf_policy(
-        str(build_tiny_hf_model(tmp_path_factory.mktemp("qwen2"))),
-        lora={"enabled": True, "r": 4, "alpha": 8, "target_modules": "all-linear"},
-    )
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(3)
-        for name, p in policy.named_parameters():
-            if ".lora_B." in name:
-                p.normal_(0.0, 0.3)
+    policy = _lora_policy(tmp_path_factory.mktemp("qwen2"))
     engine = build_torch_engine(policy, max_new_tokens=6, prefill=prefill, merge_lora=merge_lora)
     prompt_ids, prompt_mask = ragged_prompts(policy, 12, seed=4, shared=True)
     out = engine.generate(prompt_ids, prompt_mask, greedy=True)

@@ -133,12 +133,17 @@ def test_the_prefix_tree_rebuilds_every_prompt_and_shares_only_long_runs(prompts
     size=st.integers(0, 5),
 )
 def test_prefix_sorted_chunks_cover_every_row_once_in_prompt_order(prompts, size):
+    """Each chunk is a run of consecutive rows in prompt order (all full but the last run), largest first."""
     cols = pad_rows(prompts, [[1]] * len(prompts), pad=0)
     chunks = prefix_sorted_chunks(cols[0], cols[1], size)
     order = torch.cat(chunks).tolist()
     assert sorted(order) == list(range(len(prompts)))
-    assert [prompts[i] for i in order] == sorted(prompts)
-    assert all(len(c) == (size if size > 0 else len(prompts)) for c in chunks[:-1])
+    runs = sorted([prompts[i] for i in c] for c in chunks)
+    assert [p for run in runs for p in run] == sorted(prompts)
+    width = size if size > 0 else len(prompts)
+    assert all(len(run) == width for run in runs[:-1])
+    tokens = [sum(len(prompts[i]) for i in c) for c in chunks]
+    assert tokens == sorted(tokens, reverse=True)
 
 
 @pytest.mark.parametrize("size", [2, 3])
