@@ -102,6 +102,14 @@ def validate_config(cfg: DictConfig) -> None:
             "policy has no packed forward; set trainer.shared_prefix=false",
         )
     )
+    tokens = cfg.trainer.shared_prefix_tokens  # an int (trainer schema)
+    checks.append(
+        (
+            tokens == 0 or (tokens > 0 and cfg.trainer.shared_prefix),
+            f"trainer.shared_prefix_tokens={tokens} bounds the micro-batches of trainer.shared_prefix=true; set "
+            "trainer.shared_prefix=true (and a positive budget), or trainer.shared_prefix_tokens=0",
+        )
+    )
     checks.append(
         (
             cfg.rollout.engine.get("prefill") != "tree" or cfg.model.get("_target_") != TinyConfig._target_,

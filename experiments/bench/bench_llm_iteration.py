@@ -165,6 +165,7 @@ def worker(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path
         f"trainer.micro_batch_size={micro_batch_size}",
         f"trainer.reuse_rollout_logprobs={reuse}",
         f"trainer.shared_prefix={path_args['shared']}",
+        f"trainer.shared_prefix_tokens={path_args['prefix_tokens']}",
         f"rollout.engine.prefill={path_args['prefill']}",
         f"rollout.engine.merge_lora={path_args['merge_lora']}",
     ]
@@ -234,6 +235,7 @@ def worker(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path
         "micro_batch_size": micro_batch_size,
         "reuse_rollout_logprobs": reuse,
         "shared_prefix": path_args["shared"],
+        "shared_prefix_tokens": path_args["prefix_tokens"],
         "prefill": path_args["prefill"],
         "merge_lora": path_args["merge_lora"],
         "own_rows_sha256": own_rows,
@@ -252,7 +254,14 @@ def worker(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path
 
 
 #: The old path: today's code (whole-minibatch passes, a rescoring pass, the shared-prefix prefill, adapters run).
-OLD_PATH = {"micro_batch_size": 0, "reuse": False, "shared": False, "prefill": "shared", "merge_lora": False}
+OLD_PATH = {
+    "micro_batch_size": 0,
+    "reuse": False,
+    "shared": False,
+    "prefix_tokens": 0,
+    "prefill": "shared",
+    "merge_lora": False,
+}
 
 
 def run_path(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path | None = None) -> dict:
@@ -329,6 +338,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the new path keeps the torch engine's log-probs as the old ones (default) or rescores the rows",
     )
     parser.add_argument(
+        "--shared-prefix-tokens",
+        type=int,
+        default=0,
+        help="the new path's trainer.shared_prefix_tokens (a micro-batch's packed-token budget; default 0 = rows)",
+    )
+    parser.add_argument(
         "--prefill",
         default="tree",
         choices=("plain", "shared", "tree"),
@@ -355,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         "micro_batch_size": args.micro_batch_size,
         "reuse": args.reuse_rollout_logprobs,
         "shared": args.shared_prefix,
+        "prefix_tokens": args.shared_prefix_tokens if args.shared_prefix else 0,
         "prefill": args.prefill,
         "merge_lora": args.merge_lora,
     }

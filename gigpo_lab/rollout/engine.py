@@ -73,3 +73,8 @@ class Engine(Protocol):
     def sync_weights(self, policy) -> None:
         """Make the engine sample from ``policy``'s current weights."""
         ...
+
+
+# Optional: ``session()``, a context manager the collector enters around all the ``generate`` calls of one
+# collection (``gigpo_lab.rollout.episodes.run_episodes``), during which the weights do not change; the torch
+# engine merges LoRA adapters there once instead of once per call.

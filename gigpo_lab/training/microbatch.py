@@ -80,13 +80,13 @@ def distinct_rows(columns: Sequence[torch.Tensor], enabled: bool = True) -> tupl
     return base_distinct_rows(*columns)
 
 
-def _chunking(model, rows: Sequence[torch.Tensor], size: int, shared_prefix: bool):
+def _chunking(model, rows: Sequence[torch.Tensor], size: int, shared_prefix: bool, max_tokens: int = 0):
     """The chunks of ``rows`` (the four columns) and the function that scores a chunk: length-sorted chunks and
-    ``model.logprobs``, or prompt-sorted chunks and ``shared_prefix_logprobs``."""
+    ``model.logprobs``, or prompt-sorted chunks (at most ``max_tokens`` packed tokens each, if > 0) and
+    ``shared_prefix_logprobs``."""
     if shared_prefix:
-        return prefix_sorted_chunks(rows[0], rows[1], size), lambda *c, temperature: shared_prefix_logprobs(
-            model, *c, temperature=temperature
-        )
+        chunks = prefix_sorted_chunks(rows[0], rows[1], size, max_tokens, rows[3].sum(1))
+        return chunks, lambda *c, temperature: shared_prefix_logprobs(model, *c, temperature=temperature)
     return length_sorted_chunks(rows[1], rows[3], size), model.logprobs
 
 
@@ -98,6 +98,7 @@ def chunked_logprobs(
     temperature: float,
     device: torch.device,
     shared_prefix: bool = False,
+    max_tokens: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``scorer.logprobs`` of all rows: each distinct row once, ``size`` rows a forward, padding trimmed per
     chunk.
@@ -107,6 +108,7 @@ def chunked_logprobs(
         columns: prompt_ids, prompt_mask (N, P); response_ids, response_mask (N, R), on the CPU.
         shared_prefix: chunks of prompt-sorted rows, each chunk's common prompt prefix run once
             (``gigpo_lab.training.shared_prefix``; the scorer must be a ``Policy``).
+        max_tokens: with ``shared_prefix``, the most packed tokens a chunk may have (0 = rows only).
     Returns:
         logp and entropy (N, R) float32 on the CPU, 0 where masked (as ``Policy.logprobs``).
     """
@@ -114,7 +116,7 @@ def chunked_logprobs(
     distinct = [c[first] for c in columns]
     logp = torch.zeros((len(first), columns[2].shape[1]), dtype=torch.float32)
     entropy = torch.zeros_like(logp)
-    chunks, logprobs = _chunking(scorer, distinct, size, shared_prefix)
+    chunks, logprobs = _chunking(scorer, distinct, size, shared_prefix, max_tokens)
     for idx in chunks:
         chunk = trim_padding(*(c[idx] for c in distinct))
         chunk_logp, chunk_entropy = logprobs(*(c.to(device) for c in chunk), temperature=temperature)
@@ -133,6 +135,7 @@ def microbatched_loss(
     backward: Callable[[torch.Tensor], None],
     distinct: bool = True,
     shared_prefix: bool = False,
+    max_tokens: int = 0,
 ) -> tuple[torch.Tensor, LossOutput]:
     """The loss of minibatch ``mb`` over chunks of ``size`` distinct rows, with gradient accumulation.
 
@@ -148,6 +151,8 @@ def microbatched_loss(
         distinct: compute each distinct row once (``trainer.distinct_rows``); False: every row.
         shared_prefix: chunks of prompt-sorted rows, each chunk's common prompt prefix run once
             (``trainer.shared_prefix``, ``gigpo_lab.training.shared_prefix``).
+        max_tokens: with ``shared_prefix``, the most packed tokens a chunk may have
+            (``trainer.shared_prefix_tokens``; 0 = rows only).
     Returns:
         the last chunk's weighted loss (0-dim, with grad), and the whole minibatch's ``LossOutput``
         (detached).
@@ -164,7 +169,7 @@ def microbatched_loss(
     columns = (mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.response_mask)
     first, inverse = distinct_rows(columns, distinct)
     rows_once = [c[first] for c in columns]
-    chunks, logprobs = _chunking(policy, rows_once, size, shared_prefix)
+    chunks, logprobs = _chunking(policy, rows_once, size, shared_prefix, max_tokens)
     sums = dict.fromkeys(("loss", "pg_loss", "kl", "entropy", "clipfrac", "approx_kl"), 0.0)
     weighted = None
     for k, idx in enumerate(chunks):

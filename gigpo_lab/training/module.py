@@ -265,7 +265,13 @@ class GiGPOModule(L.LightningModule):
         t = self.logprob_temperature
         if self.loop.micro_batch_size > 0:
             return chunked_logprobs(
-                scorer, cols, self.loop.micro_batch_size, t, self.device, self.loop.shared_prefix
+                scorer,
+                cols,
+                self.loop.micro_batch_size,
+                t,
+                self.device,
+                self.loop.shared_prefix,
+                self.loop.shared_prefix_tokens,
             )
         logp, entropy = score_unique_rows(scorer, *(c.to(self.device) for c in cols), temperature=t)
         return logp.cpu(), entropy.cpu()
@@ -301,6 +307,7 @@ class GiGPOModule(L.LightningModule):
                 self._backward,
                 distinct=self.loop.distinct_rows,
                 shared_prefix=self.loop.shared_prefix,
+                max_tokens=self.loop.shared_prefix_tokens,
             )
         else:
             logprobs = distinct_rows_logprobs if self.loop.distinct_rows else _plain_logprobs

@@ -83,6 +83,10 @@ class TrainerConfig:
     #: log-probs and gradients up to float rounding, for less compute when prompts share a long opening (an
     #: LLM's system prompt, a group's first observation); false = every row's whole prompt.
     shared_prefix: bool = False
+    #: With shared_prefix: a micro-batch also closes before its packed tree (shared prompt runs once, plus the
+    #: responses) would exceed this many tokens, so that memory is bounded by tokens and rows that share more
+    #: fit more to a micro-batch (micro_batch_size stays the row limit); 0 = rows only.
+    shared_prefix_tokens: int = 0
     #: true = the PPO ratio's old log-probs are the torch engine's sampling log-probs (the same module at the
     #: same temperature; needs rollout.top_p=1), saving the scoring pass (and its rollout/entropy metric);
     #: false = rescore the rows after the rollout.

@@ -127,27 +127,44 @@ def test_the_prefix_tree_rebuilds_every_prompt_and_shares_only_long_runs(prompts
             assert len(node.tokens) >= min_shared and len(below[k]) >= 2
 
 
-@settings(max_examples=30, deadline=None)
+def _trie_tokens(prompts: list[list[int]]) -> int:
+    """The tokens of a trie of ``prompts``: its distinct non-empty prefixes (an oracle apart from the code's
+    longest-common-prefix count)."""
+    return len({tuple(p[:k]) for p in prompts for k in range(1, len(p) + 1)})
+
+
+@settings(max_examples=60, deadline=None)
 @given(
     prompts=st.lists(st.lists(st.integers(1, 4), min_size=1, max_size=6), min_size=1, max_size=12),
+    answers=st.lists(st.integers(1, 3), min_size=12, max_size=12),
     size=st.integers(0, 5),
+    max_tokens=st.sampled_from([0, 4, 8, 15]),
 )
-def test_prefix_sorted_chunks_cover_every_row_once_in_prompt_order(prompts, size):
-    """Each chunk is a run of consecutive rows in prompt order (all full but the last run), largest first."""
+def test_prefix_sorted_chunks_cover_every_row_once_in_prompt_order(prompts, answers, size, max_tokens):
+    """Each chunk is a run of consecutive rows in prompt order, within the row and token limits (a row over the
+    token limit alone), no chunk could have taken the next run's first row, and the largest come first."""
+    answers = torch.tensor(answers[: len(prompts)])
     cols = pad_rows(prompts, [[1]] * len(prompts), pad=0)
-    chunks = prefix_sorted_chunks(cols[0], cols[1], size)
+    chunks = prefix_sorted_chunks(cols[0], cols[1], size, max_tokens, answers)
     order = torch.cat(chunks).tolist()
     assert sorted(order) == list(range(len(prompts)))
-    runs = sorted([prompts[i] for i in c] for c in chunks)
-    assert [p for run in runs for p in run] == sorted(prompts)
-    width = size if size > 0 else len(prompts)
-    assert all(len(run) == width for run in runs[:-1])
-    tokens = [sum(len(prompts[i]) for i in c) for c in chunks]
-    assert tokens == sorted(tokens, reverse=True)
+
+    def cost(rows):
+        return _trie_tokens([prompts[i] for i in rows]) + int(answers[rows].sum())
+
+    runs = sorted((sorted(c.tolist(), key=prompts.__getitem__) for c in chunks), key=lambda r: prompts[r[0]])
+    assert [prompts[i] for run in runs for i in run] == sorted(prompts)
+    for run, after in zip(runs, runs[1:] + [None], strict=True):
+        assert size <= 0 or len(run) <= size
+        assert max_tokens <= 0 or len(run) == 1 or cost(run) <= max_tokens
+        if after is not None:  # greedy: the next row would have broken a limit
+            assert (0 < size == len(run)) or (max_tokens > 0 and cost(run + after[:1]) > max_tokens)
+    costs = [cost(c.tolist()) for c in chunks]
+    assert costs == sorted(costs, reverse=True)
 
 
-@pytest.mark.parametrize("size", [2, 3])
-def test_micro_batched_loss_with_shared_prefixes_equals_the_whole_minibatch(model_dir, size):
+@pytest.mark.parametrize(("size", "max_tokens"), [(2, 0), (3, 0), (0, 170), (3, 200)])  # 141-144-token prompts
+def test_micro_batched_loss_with_shared_prefixes_equals_the_whole_minibatch(model_dir, size, max_tokens):
     policy = build_hf_policy(str(model_dir), lora={"enabled": True, "r": 4, "seed": 5}).train()
     suffixes = ["F", "F H", "H", "G G", "F", "H H H", "G"]
     answers = ["up", "down", "left", "up up", "up", "right", "down"]
@@ -160,12 +177,14 @@ def test_micro_batched_loss_with_shared_prefixes_equals_the_whole_minibatch(mode
     whole.loss.backward()
     want = grads(policy)
     policy.zero_grad(set_to_none=True)
-    last, out = microbatched_loss(policy, loss_fn, mb, size, 1.0, torch.Tensor.backward, shared_prefix=True)
+    last, out = microbatched_loss(
+        policy, loss_fn, mb, size, 1.0, torch.Tensor.backward, shared_prefix=True, max_tokens=max_tokens
+    )
     last.backward()
     torch.testing.assert_close(out.loss, whole.loss.detach(), **TOL)
     torch.testing.assert_close(grads(policy), want, **TOL)
     with torch.no_grad():
-        scored = chunked_logprobs(policy, cols, size, 1.0, torch.device("cpu"), shared_prefix=True)
+        scored = chunked_logprobs(policy, cols, size, 1.0, torch.device("cpu"), True, max_tokens)
     torch.testing.assert_close(scored[0], logp_all.detach(), **TOL)
 
 
@@ -174,6 +193,8 @@ def test_shared_prefix_without_micro_batches_or_with_the_tiny_policy_is_refused_
         validate_config(compose_config(["trainer.shared_prefix=true", "model=hf", f"model.path={model_dir}"]))
     with pytest.raises(ConfigError, match="needs a Hugging Face policy"):
         validate_config(compose_config(["trainer.shared_prefix=true", "trainer.micro_batch_size=4"]))
+    with pytest.raises(ConfigError, match="trainer.shared_prefix_tokens=600 bounds the micro-batches"):
+        validate_config(compose_config(["trainer.shared_prefix_tokens=600"]))
     validate_config(
         compose_config(
             [
