@@ -203,12 +203,18 @@ class HFPolicy(Policy):
         return out.logits, getattr(out, self._cache_name)
 
     def forward_packed(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, layout: TreeLayout, keep: torch.Tensor
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        layout: TreeLayout,
+        keep: torch.Tensor,
+        past: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
     ) -> torch.Tensor:
         """Logits (K, V) at columns ``keep`` (K,) of one packed sequence ``input_ids`` (T,) with positions (T,)
         and the attention pattern of the tree ``layout``: the model runs ``tree_attention_forward`` (one attention
-        per tree node over its root path's keys)."""
-        return self._packed(input_ids, positions, layout, keep, use_cache=False)[0]
+        per tree node over its root path's keys). ``past``: per layer the keys and values (1, H_kv, L, D) of a
+        prefix every token sees (``prefix_kv``; ``layout`` must then be ``after_prefix(L)``)."""
+        return self._packed(input_ids, positions, layout, keep, use_cache=False, past=past)[0]
 
     def prefill_packed(
         self, input_ids: torch.Tensor, positions: torch.Tensor, layout: TreeLayout, keep: torch.Tensor
@@ -217,10 +223,26 @@ class HFPolicy(Policy):
         cut into rows by ``gather_cache``."""
         return self._packed(input_ids, positions, layout, keep, use_cache=True)
 
-    def _packed(self, input_ids, positions, layout, keep, use_cache: bool) -> tuple[torch.Tensor, Any]:
+    def prefix_kv(self, input_ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, the keys and values (1, H_kv, L, D) of the prompt prefix ``input_ids`` (L,) at positions
+        0..L-1 (differentiable), for ``forward_packed(past=...)``."""
+        ones = torch.ones(1, len(input_ids), dtype=torch.bool, device=input_ids.device)
+        _, cache = self.forward_logits(input_ids[None], ones, None, logits_to_keep=1)
+        return [(layer.keys, layer.values) for layer in cache.layers]
+
+    def _packed(
+        self, input_ids, positions, layout, keep, use_cache: bool, past=None
+    ) -> tuple[torch.Tensor, Any]:
         # the 4D mask is a placeholder: transformers passes a 4D mask through as prepared, and the tree
         # attention reads the layout instead
         placeholder = torch.ones(1, 1, 1, 1, dtype=torch.bool, device=input_ids.device)
+        cache = None
+        if past is not None:
+            from transformers import DynamicCache
+
+            cache = DynamicCache()
+            for layer, (keys, values) in enumerate(past):
+                cache.update(keys, values, layer)
         with tree_attention(base_model(self.model).config):
             out = self.model(
                 input_ids=input_ids[None],
@@ -229,6 +251,7 @@ class HFPolicy(Policy):
                 use_cache=use_cache,
                 logits_to_keep=keep,
                 tree_layout=layout,
+                **{self._cache_name: cache},
             )
         return out.logits[0], getattr(out, self._cache_name)
 

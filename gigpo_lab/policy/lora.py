@@ -202,10 +202,16 @@ class AdapterFreeReference:
             return self.policy.logprobs(*columns, **kwargs)
 
     @torch.no_grad()
-    def forward_packed(self, *args: torch.Tensor) -> torch.Tensor:
+    def forward_packed(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         """``Policy.forward_packed`` of the base model (for ``gigpo_lab.training.shared_prefix``)."""
         with self.policy.adapters_disabled():
-            return self.policy.forward_packed(*args)
+            return self.policy.forward_packed(*args, **kwargs)
+
+    @torch.no_grad()
+    def prefix_kv(self, *args: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``HFPolicy.prefix_kv`` of the base model."""
+        with self.policy.adapters_disabled():
+            return self.policy.prefix_kv(*args)
 
     def eval(self) -> AdapterFreeReference:
         return self

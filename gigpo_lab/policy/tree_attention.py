@@ -53,6 +53,18 @@ class TreeLayout:
     def to(self, device: torch.device | str) -> TreeLayout:
         return TreeLayout(self.spans, self.ancestors, [p.to(device) for p in self.paths])
 
+    def after_prefix(self, length: int) -> TreeLayout:
+        """The layout of the same tree placed after ``length`` cached tokens that every node sees (a shared
+        prefix run once, whose keys come first): the spans stay, the paths start with the prefix."""
+        if length == 0:
+            return self
+        head = torch.arange(length)
+        return TreeLayout(
+            self.spans,
+            [before + length for before in self.ancestors],
+            [torch.cat([head.to(p.device), p + length]) for p in self.paths],
+        )
+
     def dense_mask(self) -> torch.Tensor:
         """The same pattern as a (T, T) bool mask, query x key (for the dense fallback and for tests)."""
         allowed = torch.zeros(self.length, self.length, dtype=torch.bool)
@@ -73,7 +85,8 @@ def node_attention(
     """Attention of a packed tree, one SDPA call per node.
 
     Args:
-        query: (1, H, T, D); key, value: (1, H_kv, T, D) with H a multiple of H_kv (grouped-query attention).
+        query: (1, H, T, D); key, value: (1, H_kv, S, D) with H a multiple of H_kv (grouped-query attention),
+            S = T plus any cached prefix before the packed tokens (``TreeLayout.after_prefix``).
         layout: the tree's ``TreeLayout`` (T tokens).
         scaling: the score scale (None: 1/sqrt(D)).
     Returns:

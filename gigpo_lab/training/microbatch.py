@@ -28,7 +28,11 @@ import torch
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.policy.base import distinct_rows as base_distinct_rows
 from gigpo_lab.training.loss import LossOutput, PolicyLoss
-from gigpo_lab.training.shared_prefix import prefix_sorted_chunks, shared_prefix_logprobs
+from gigpo_lab.training.shared_prefix import (
+    common_prompt_prefix,
+    prefix_sorted_chunks,
+    shared_prefix_logprobs,
+)
 
 Columns = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -86,8 +90,19 @@ def _chunking(model, rows: Sequence[torch.Tensor], size: int, shared_prefix: boo
     ``shared_prefix_logprobs``."""
     if shared_prefix:
         chunks = prefix_sorted_chunks(rows[0], rows[1], size, max_tokens, rows[3].sum(1))
-        return chunks, lambda *c, temperature: shared_prefix_logprobs(model, *c, temperature=temperature)
+        return chunks, lambda *c, temperature, past=None: shared_prefix_logprobs(
+            model, *c, temperature=temperature, past=past
+        )
     return length_sorted_chunks(rows[1], rows[3], size), model.logprobs
+
+
+def _opening(model, rows: Sequence[torch.Tensor], chunks: list, shared_prefix: bool):
+    """With shared prefixes and several chunks: per layer the keys and values of the prompt opening that every
+    row shares (``common_prompt_prefix``), run once for all chunks; else None."""
+    if not shared_prefix or len(chunks) < 2:
+        return None
+    opening = common_prompt_prefix(rows[0], rows[1])
+    return None if opening is None else model.prefix_kv(opening)
 
 
 @torch.no_grad()
@@ -117,9 +132,11 @@ def chunked_logprobs(
     logp = torch.zeros((len(first), columns[2].shape[1]), dtype=torch.float32)
     entropy = torch.zeros_like(logp)
     chunks, logprobs = _chunking(scorer, distinct, size, shared_prefix, max_tokens)
+    opening = _opening(scorer, [c.to(device) for c in distinct[:2]], chunks, shared_prefix)
     for idx in chunks:
         chunk = trim_padding(*(c[idx] for c in distinct))
-        chunk_logp, chunk_entropy = logprobs(*(c.to(device) for c in chunk), temperature=temperature)
+        past = {"past": opening} if opening is not None else {}
+        chunk_logp, chunk_entropy = logprobs(*(c.to(device) for c in chunk), temperature=temperature, **past)
         width = chunk_logp.shape[1]
         logp[idx, :width] = chunk_logp.to(logp)
         entropy[idx, :width] = chunk_entropy.to(logp)
@@ -170,12 +187,20 @@ def microbatched_loss(
     first, inverse = distinct_rows(columns, distinct)
     rows_once = [c[first] for c in columns]
     chunks, logprobs = _chunking(policy, rows_once, size, shared_prefix, max_tokens)
+    # the prompt opening every row shares runs once: the chunks before the last read detached copies of its
+    # keys and values (their gradients gather there and are pushed through the opening once at the end); the
+    # last chunk reads the opening itself, so the caller's backward of the returned loss completes it
+    opening = _opening(policy, rows_once, chunks, shared_prefix)
+    copies = None
+    if opening is not None:
+        copies = [tuple(t.detach().requires_grad_() for t in pair) for pair in opening]
     sums = dict.fromkeys(("loss", "pg_loss", "kl", "entropy", "clipfrac", "approx_kl"), 0.0)
     weighted = None
     for k, idx in enumerate(chunks):
         chunk = trim_padding(*(c[idx] for c in rows_once))
         width = chunk[2].shape[1]
-        chunk_logp, chunk_entropy = logprobs(*chunk, temperature=temperature)
+        past = {} if opening is None else {"past": opening if k + 1 == len(chunks) else copies}
+        chunk_logp, chunk_entropy = logprobs(*chunk, temperature=temperature, **past)
         # the minibatch rows whose distinct row is in this chunk, and where in the chunk it is
         place = torch.full((len(first),), -1, dtype=torch.long, device=idx.device)
         place[idx] = torch.arange(len(idx), device=idx.device)
@@ -201,4 +226,19 @@ def microbatched_loss(
             backward(weighted)
     if weighted is None:
         raise ValueError("an empty minibatch has no loss")
+    if copies is not None:
+        _through_opening(opening, copies)
     return weighted, LossOutput(**{k: torch.as_tensor(v) for k, v in sums.items()})
+
+
+def _through_opening(opening: list, copies: list) -> None:
+    """Back-propagate the gradients gathered on the detached ``copies`` of the opening's keys and values through
+    the opening's own graph, keeping it for the last chunk's backward."""
+    pairs = [
+        (tensor, copy.grad)
+        for tensors, detached in zip(opening, copies, strict=True)
+        for tensor, copy in zip(tensors, detached, strict=True)
+        if copy.grad is not None
+    ]
+    if pairs:
+        torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs], retain_graph=True)

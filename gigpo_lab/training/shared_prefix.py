@@ -23,6 +23,7 @@ import torch
 
 from gigpo_lab.policy.base import response_logprobs
 from gigpo_lab.policy.prefix_tree import packed_tree, prefix_tree
+from gigpo_lab.rollout.prefill import common_prefix_length
 
 
 def shared_prefix_logprobs(
@@ -33,6 +34,7 @@ def shared_prefix_logprobs(
     response_mask: torch.Tensor,
     temperature: float = 1.0,
     min_shared: int = 1,
+    past: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``policy.logprobs(...)`` of n rows, every shared prompt run computed once, in one forward (differentiable).
 
@@ -44,19 +46,25 @@ def shared_prefix_logprobs(
         policy: anything with ``Policy.forward_packed`` and ``logprobs``.
         prompt_ids: (n, P) int64, left-padded; prompt_mask: (n, P) bool.
         response_ids: (n, R) int64, right-padded; response_mask: (n, R) bool (a prefix of each row).
-        min_shared: the shortest shared run that becomes a node; with no node at all it is plain
-            ``policy.logprobs``.
+        min_shared: the shortest shared run that becomes a node; with no node at all (and no ``past``) it is
+            plain ``policy.logprobs``.
+        past: the keys and values of the first L prompt tokens, which every row starts with, already run
+            (``policy.prefix_kv``; per layer (1, H_kv, L, D)): only the rest of each prompt is packed.
     Returns:
         logp (n, R) and entropy (n, R) float, 0 where masked.
     """
-    prompts = [ids[mask].tolist() for ids, mask in zip(prompt_ids, prompt_mask, strict=True)]
+    skip = past[0][0].shape[2] if past else 0
+    prompts = [ids[mask].tolist()[skip:] for ids, mask in zip(prompt_ids, prompt_mask, strict=True)]
     nodes = prefix_tree(prompts, min_shared)
-    if all(node.row >= 0 for node in nodes):
+    if not past and all(node.row >= 0 for node in nodes):
         return policy.logprobs(prompt_ids, prompt_mask, response_ids, response_mask, temperature=temperature)
     lengths = response_mask.sum(1)
     responses = [ids[:n].tolist() for ids, n in zip(response_ids, lengths.tolist(), strict=True)]
     packed = {k: v.to(prompt_ids.device) for k, v in packed_tree(nodes, responses).items()}
-    logits = policy.forward_packed(packed["ids"], packed["positions"], packed["layout"], packed["keep"])
+    layout = packed["layout"].after_prefix(skip).to(prompt_ids.device)
+    logits = policy.forward_packed(
+        packed["ids"], packed["positions"] + skip, layout, packed["keep"], **({"past": past} if past else {})
+    )
     # spread the kept logits (K, V) to (n, R, V) in row order; padding columns get row 0's first logits
     rows = packed["rows"]
     width = response_ids.shape[1]
@@ -69,6 +77,30 @@ def shared_prefix_logprobs(
     )
     order = rows.argsort()
     return row_logp[order], row_entropy[order]
+
+
+#: The shortest prompt opening shared by every row of a minibatch that gets a forward of its own (below it,
+#: each micro-batch's tree runs it).
+MIN_COMMON_PREFIX = 16
+
+
+def common_prompt_prefix(
+    prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, min_length: int = MIN_COMMON_PREFIX
+) -> torch.Tensor | None:
+    """The real tokens (L,) int64 that every row's prompt starts with, each row keeping at least one token of
+    its own; None when L < ``min_length`` or there is one row. Micro-batches run it once per minibatch
+    (``prefix_kv``) instead of once each.
+
+    Shapes: prompt_ids (N, P) left-padded, prompt_mask (N, P) bool.
+    """
+    if prompt_ids.shape[0] < 2:
+        return None
+    lengths = prompt_mask.sum(1)
+    shared = common_prefix_length(prompt_ids, lengths)
+    if shared < min_length:
+        return None
+    start = prompt_ids.shape[1] - int(lengths[0])
+    return prompt_ids[0, start : start + shared]
 
 
 def prefix_sorted_chunks(
