@@ -78,10 +78,11 @@ class TrainerConfig:
     #: only with distinct_rows), shortest rows together, padding trimmed, gradients accumulated to the same
     #: step (a memory bound for LLMs); 0 = whole minibatches.
     micro_batch_size: int = 0
-    #: With micro_batch_size > 0: cut the micro-batches from rows sorted by prompt text and run each micro-batch's
-    #: common prompt prefix once, its KV cache shared by the rows (gigpo_lab/training/shared_prefix.py): the same
-    #: log-probs and gradients up to float rounding, for less compute when prompts share a long opening (an
-    #: LLM's system prompt, a group's first observation); false = every row's whole prompt.
+    #: With micro_batch_size > 0 and an HF policy: cut the micro-batches from rows sorted by prompt text, run
+    #: every prompt run that rows of a micro-batch share once (a packed radix tree with tree attention), and the
+    #: opening every row of the minibatch shares once per minibatch (gigpo_lab/training/shared_prefix.py): the
+    #: same log-probs and gradients up to float rounding, for less compute when prompts share long runs (an
+    #: LLM's system prompt, a group's history); false = every row's whole prompt.
     shared_prefix: bool = False
     #: With shared_prefix: a micro-batch also closes before its packed tree (shared prompt runs once, plus the
     #: responses) would exceed this many tokens, so that memory is bounded by tokens and rows that share more
