@@ -154,7 +154,8 @@ def merged_adapters(model: Any) -> Iterator[None]:
             for module in model.modules():
                 if not (hasattr(module, "get_delta_weight") and hasattr(module, "base_layer")):
                     continue
-                adapters = [a for a in getattr(module, "active_adapters", []) if a in module.lora_A]
+                owned = (*module.lora_A.keys(), *getattr(module, "lora_embedding_A", {}).keys())
+                adapters = [a for a in getattr(module, "active_adapters", []) if a in owned]
                 if not adapters:
                     continue
                 weight = module.get_base_layer().weight
@@ -173,10 +174,11 @@ def merged_adapters(model: Any) -> Iterator[None]:
 def _plus_delta(module: Any, adapter: str, weight: torch.Tensor) -> torch.Tensor:
     """A new tensor ``weight + (alpha / r) B A`` of a LoRA linear layer, in one fused pass (``addmm``), or by
     peft's ``get_delta_weight`` where the layer stores its weight transposed or is no plain linear layer."""
-    lora_a, lora_b = module.lora_A[adapter], module.lora_B[adapter]
-    plain = isinstance(lora_a, torch.nn.Linear) and not getattr(module, "fan_in_fan_out", False)
-    if plain and lora_b.weight.shape[0] == weight.shape[0] and lora_a.weight.shape[1] == weight.shape[1]:
-        return torch.addmm(weight, lora_b.weight, lora_a.weight, alpha=module.scaling[adapter])
+    if adapter in module.lora_A and not getattr(module, "fan_in_fan_out", False):
+        lora_a, lora_b = module.lora_A[adapter], module.lora_B[adapter]
+        plain = isinstance(lora_a, torch.nn.Linear) and isinstance(lora_b, torch.nn.Linear)
+        if plain and (lora_b.weight.shape[0], lora_a.weight.shape[1]) == tuple(weight.shape):
+            return torch.addmm(weight, lora_b.weight, lora_a.weight, alpha=module.scaling[adapter])
     return weight + module.get_delta_weight(adapter).to(weight.dtype)
 
 

@@ -115,10 +115,14 @@ def test_merged_weights_equal_peft_merge_and_give_the_same_logits(model_dir):
     assert any(".lora_" in n for n, _ in policy.named_parameters()), "the policy itself stays unmerged"
 
 
-def test_merged_adapters_compute_the_same_logits_and_restore_every_weight_bit_for_bit(model_dir):
+@pytest.mark.parametrize(
+    "targets", [LORA["target_modules"], ["q_proj", "embed_tokens"]], ids=["linear", "with-embeddings"]
+)
+def test_merged_adapters_compute_the_same_logits_and_restore_every_weight_bit_for_bit(model_dir, targets):
     """Inside ``merged_weights`` the policy is its merged function (logits within 1e-5 of adapters on, and the
-    adapters are off); afterwards every tensor is the very one it was, also when the block raises."""
-    policy = build_hf_policy(str(model_dir), lora=LORA)
+    adapters are off); afterwards every tensor is the very one it was, also when the block raises. Adapted
+    embeddings are merged too (peft keeps their adapters apart from the linear layers')."""
+    policy = build_hf_policy(str(model_dir), lora={**LORA, "target_modules": targets})
     _perturb_adapters(policy)
     policy.eval()
 
@@ -136,7 +140,7 @@ def test_merged_adapters_compute_the_same_logits_and_restore_every_weight_bit_fo
             moved = [k for k, v in tensors().items() if not torch.equal(v, before[k][1])]
     assert (adapted - base).abs().max() > 1e-3, "the perturbed adapters change the output"
     torch.testing.assert_close(merged, adapted, atol=1e-5, rtol=0)
-    assert {k.split(".base_layer")[0].rsplit(".", 1)[-1] for k in moved} == set(LORA["target_modules"])
+    assert {k.split(".base_layer")[0].rsplit(".", 1)[-1] for k in moved} == set(targets)
     with pytest.raises(RuntimeError, match="inside"), policy.merged_weights():
         raise RuntimeError("inside the block")
     for key, value in tensors().items():

@@ -163,7 +163,9 @@ def test_prefix_sorted_chunks_cover_every_row_once_in_prompt_order(prompts, answ
     assert costs == sorted(costs, reverse=True)
 
 
-@pytest.mark.parametrize(("size", "max_tokens"), [(2, 0), (3, 0), (0, 170), (3, 200)])  # 141-144-token prompts
+@pytest.mark.parametrize(
+    ("size", "max_tokens"), [(2, 0), (3, 0), (0, 170), (3, 200)]
+)  # 141-144-token prompts
 def test_micro_batched_loss_with_shared_prefixes_equals_the_whole_minibatch(model_dir, size, max_tokens):
     policy = build_hf_policy(str(model_dir), lora={"enabled": True, "r": 4, "seed": 5}).train()
     suffixes = ["F", "F H", "H", "G G", "F", "H H H", "G"]
