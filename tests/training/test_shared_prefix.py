@@ -152,7 +152,11 @@ def test_prefix_sorted_chunks_cover_every_row_once_in_prompt_order(prompts, answ
     def cost(rows):
         return _trie_tokens([prompts[i] for i in rows]) + int(answers[rows].sum())
 
-    runs = sorted((sorted(c.tolist(), key=prompts.__getitem__) for c in chunks), key=lambda r: prompts[r[0]])
+    # the rows in prompt order, equal prompts by row index (a stable sort), then the chunks in that order
+    def rank(i):
+        return (prompts[i], i)
+
+    runs = sorted((sorted(c.tolist(), key=rank) for c in chunks), key=lambda r: rank(r[0]))
     assert [prompts[i] for run in runs for i in run] == sorted(prompts)
     for run, after in zip(runs, runs[1:] + [None], strict=True):
         assert size <= 0 or len(run) <= size
