@@ -95,6 +95,11 @@ class Policy(torch.nn.Module):
             f"{type(self).__name__} has no packed prefill: rollout.engine.prefill=tree needs a Hugging Face policy"
         )
 
+    def prefix_kv(self, input_ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, the keys and values (1, H_kv, L, D) of a prompt prefix ``input_ids`` (L,), differentiable,
+        for ``forward_packed(..., past=...)`` (``trainer.shared_prefix`` runs a minibatch's opening once)."""
+        raise NotImplementedError(f"{type(self).__name__} has no packed forward")
+
     def gather_cache(self, cache: Any, index: torch.Tensor) -> Any:
         """The cache of U rows, row u holding the tokens ``index[u]`` (U, L) int64 of the packed cache."""
         raise NotImplementedError(f"{type(self).__name__} has no packed prefill")
