@@ -70,7 +70,12 @@ class Policy(torch.nn.Module):
         raise NotImplementedError
 
     def forward_packed(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, layout: Any, keep: torch.Tensor
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        layout: Any,
+        keep: torch.Tensor,
+        past: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
     ) -> torch.Tensor:
         """One forward over a packed sequence of several rows that share tokens (``trainer.shared_prefix``).
 
@@ -79,6 +84,8 @@ class Policy(torch.nn.Module):
             layout: the tree's ``gigpo_lab.policy.tree_attention.TreeLayout``: which earlier tokens each token
                 attends to (its node's root path).
             keep: (K,) int64, the columns whose logits are returned.
+            past: per layer the keys and values (1, H_kv, L, D) of a prefix every token sees (``prefix_kv``);
+                ``layout`` is then ``after_prefix(L)``.
         Returns:
             logits (K, V) float.
         """
