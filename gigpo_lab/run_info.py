@@ -102,6 +102,13 @@ def validate_config(cfg: DictConfig) -> None:
             "policy has no packed forward; set trainer.shared_prefix=false",
         )
     )
+    checks.append(
+        (
+            not (cfg.trainer.shared_prefix and cfg.model.get("gradient_checkpointing", False)),
+            "trainer.shared_prefix=true runs the update with tree attention, which activation checkpointing would "
+            "recompute without the tree; set model.gradient_checkpointing=false or trainer.shared_prefix=false",
+        )
+    )
     tokens = cfg.trainer.shared_prefix_tokens  # an int (trainer schema)
     checks.append(
         (

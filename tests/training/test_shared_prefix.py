@@ -201,6 +201,14 @@ def test_shared_prefix_without_micro_batches_or_with_the_tiny_policy_is_refused_
         validate_config(compose_config(["trainer.shared_prefix=true", "trainer.micro_batch_size=4"]))
     with pytest.raises(ConfigError, match="trainer.shared_prefix_tokens=600 bounds the micro-batches"):
         validate_config(compose_config(["trainer.shared_prefix_tokens=600"]))
+    checkpointed = [
+        "trainer.shared_prefix=true",
+        "trainer.micro_batch_size=4",
+        "model=hf",
+        f"model.path={model_dir}",
+    ]
+    with pytest.raises(ConfigError, match="activation checkpointing would recompute without the tree"):
+        validate_config(compose_config([*checkpointed, "model.gradient_checkpointing=true"]))
     validate_config(
         compose_config(
             [
