@@ -87,6 +87,7 @@ def validate_config(cfg: DictConfig) -> None:
         TinyConfig,  # loaded by the compose already; torch stays out of imports
     )
 
+    tiny = cfg.model.get("_target_") == TinyConfig._target_  # no packed forward or prefill
     micro = cfg.trainer.micro_batch_size  # an int (trainer schema)
     checks.append(
         (
@@ -97,7 +98,7 @@ def validate_config(cfg: DictConfig) -> None:
     )
     checks.append(
         (
-            not cfg.trainer.shared_prefix or cfg.model.get("_target_") != TinyConfig._target_,
+            not (cfg.trainer.shared_prefix and tiny),
             "trainer.shared_prefix=true needs a Hugging Face policy (model=hf or model=smollm2_135m): the tiny "
             "policy has no packed forward; set trainer.shared_prefix=false",
         )
@@ -119,7 +120,7 @@ def validate_config(cfg: DictConfig) -> None:
     )
     checks.append(
         (
-            cfg.rollout.engine.get("prefill") != "tree" or cfg.model.get("_target_") != TinyConfig._target_,
+            not (cfg.rollout.engine.get("prefill") == "tree" and tiny),
             "rollout.engine.prefill=tree needs a Hugging Face policy (model=hf or model=smollm2_135m): the tiny "
             "policy has no packed prefill; set rollout.engine.prefill=shared",
         )

@@ -21,6 +21,7 @@ import torch
 
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.policy.prefix_tree import packed_tree, prefix_tree
+from gigpo_lab.rollout.episodes import left_pad
 
 
 def common_prefix_length(ids: torch.Tensor, lengths: torch.Tensor) -> int:
@@ -116,18 +117,14 @@ def tree_prefill(
     logits, cache = policy.prefill_packed(
         packed["ids"].to(device), packed["positions"].to(device), layout.to(device), keep
     )
-    paths = [layout.paths[k] for k in by_row]
-    width = max(len(p) for p in paths)
-    index = torch.zeros(len(paths), width, dtype=torch.long, device=device)
-    mask = torch.zeros(len(paths), width, dtype=torch.bool, device=device)
-    for u, path in enumerate(paths):
-        index[u, width - len(path) :] = path
-        mask[u, width - len(path) :] = True
+    # each distinct prompt's root path in the packed cache, left-padded (the padding reads token 0, masked)
+    index, mask = left_pad([layout.paths[k].tolist() for k in by_row], 0)
+    index, mask = index.to(device), mask.to(device)
     rows = torch.tensor(inverse, device=device)
     if not keep_cache:
         cache = None
     else:
         cache = policy.gather_cache(cache, index)
-        if len(paths) < len(inverse):
+        if len(by_row) < len(inverse):
             cache = policy.select_cache(cache, rows)
     return logits[rows], cache, mask[rows]

@@ -137,10 +137,8 @@ class TorchEngine:
         n, budget = prompt_ids.shape[0], self.max_new_tokens
         was_training = policy.training
         policy.eval()
-        merge = self.merge_lora and not self._merged
-        weights = policy.merged_weights() if merge else contextlib.nullcontext()
         try:
-            with weights:
+            with self.session():  # merges the adapters unless an enclosing session did
                 ids, mask = prompt_ids.to(device), prompt_mask.to(device=device, dtype=torch.bool)
                 logits, cache, mask = PREFILLS[self.prefill](policy, ids, mask, keep_cache=budget > 1)
                 stop = torch.tensor(policy.stop_ids(), device=device)

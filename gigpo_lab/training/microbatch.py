@@ -96,13 +96,13 @@ def _chunking(model, rows: Sequence[torch.Tensor], size: int, shared_prefix: boo
     return length_sorted_chunks(rows[1], rows[3], size), model.logprobs
 
 
-def _opening(model, rows: Sequence[torch.Tensor], chunks: list, shared_prefix: bool):
+def _opening(model, rows: Sequence[torch.Tensor], chunks: list, shared_prefix: bool, device: torch.device):
     """With shared prefixes and several chunks: per layer the keys and values of the prompt opening that every
-    row shares (``common_prompt_prefix``), run once for all chunks; else None."""
+    row shares (``common_prompt_prefix``), run once on ``device`` for all chunks; else None."""
     if not shared_prefix or len(chunks) < 2:
         return None
     opening = common_prompt_prefix(rows[0], rows[1])
-    return None if opening is None else model.prefix_kv(opening)
+    return None if opening is None else model.prefix_kv(opening.to(device))
 
 
 @torch.no_grad()
@@ -132,7 +132,7 @@ def chunked_logprobs(
     logp = torch.zeros((len(first), columns[2].shape[1]), dtype=torch.float32)
     entropy = torch.zeros_like(logp)
     chunks, logprobs = _chunking(scorer, distinct, size, shared_prefix, max_tokens)
-    opening = _opening(scorer, [c.to(device) for c in distinct[:2]], chunks, shared_prefix)
+    opening = _opening(scorer, distinct, chunks, shared_prefix, device)
     for idx in chunks:
         chunk = trim_padding(*(c[idx] for c in distinct))
         past = {"past": opening} if opening is not None else {}
@@ -190,7 +190,7 @@ def microbatched_loss(
     # the prompt opening every row shares runs once: the chunks before the last read detached copies of its
     # keys and values (their gradients gather there and are pushed through the opening once at the end); the
     # last chunk reads the opening itself, so the caller's backward of the returned loss completes it
-    opening = _opening(policy, rows_once, chunks, shared_prefix)
+    opening = _opening(policy, rows_once, chunks, shared_prefix, rows_once[0].device)
     copies = None
     if opening is not None:
         copies = [tuple(t.detach().requires_grad_() for t in pair) for pair in opening]
