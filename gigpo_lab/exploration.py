@@ -67,14 +67,26 @@ class CountBonus:
     Args:
         beta: the bonus of a state seen once; >= 0 and finite (0 counts states but changes no reward).
         first_visit: pay it only on a step into a state new to its episode (module docstring).
+        anneal: 0 = a constant ``beta``; K > 0 = ``beta`` falls linearly to 0 over the first K collections
+            (collection c, counted from 0, pays ``beta * max(0, 1 - c / K)``).
     """
 
-    def __init__(self, beta: float = 0.5, first_visit: bool = True) -> None:
+    def __init__(self, beta: float = 0.5, first_visit: bool = True, anneal: int = 0) -> None:
         if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
             raise ValueError(f"exploration.beta={beta!r} must be a finite number >= 0")
+        if not (isinstance(anneal, int) and anneal >= 0):
+            raise ValueError(f"exploration.anneal={anneal!r} must be an integer >= 0 (0 = a constant beta)")
         self.beta = float(beta)
         self.first_visit = bool(first_visit)
+        self.anneal = int(anneal)
         self.counts: dict[str, int] = {}
+        self.collections = 0  # calls so far: the annealing clock
+
+    def current_beta(self) -> float:
+        """The ``beta`` of the next collection (``anneal`` in the class docstring)."""
+        if self.anneal == 0:
+            return self.beta
+        return self.beta * max(0.0, 1.0 - self.collections / self.anneal)
 
     def count(self, next_anchors: Sequence[str]) -> tuple[torch.Tensor, int]:
         """Count the states ``next_anchors`` (one per row); return N (rows,) float64 after counting them all,
@@ -91,7 +103,9 @@ class CountBonus:
         """Add the bonus to ``batch.rewards`` (N,) in place of the column; needs ``extras["next_anchors"]``
         (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and ``anchor_texts``)."""
         n, new = self.count(batch.extras["next_anchors"])
-        bonus = self.beta / n.sqrt()
+        beta = self.current_beta()
+        self.collections += 1
+        bonus = beta / n.sqrt()
         if self.first_visit:
             bonus = bonus * first_visits(batch)
         batch.rewards = (batch.rewards.double() + bonus).to(batch.rewards.dtype)
@@ -99,13 +113,15 @@ class CountBonus:
             "rollout/novelty_bonus": bonus.mean().item() if len(bonus) else 0.0,
             "rollout/distinct_states": float(len(self.counts)),
             "rollout/new_states": float(new),
+            "rollout/novelty_beta": beta,
         }
 
     def state(self) -> dict:
-        return {"counts": dict(self.counts)}
+        return {"counts": dict(self.counts), "collections": self.collections}
 
     def load(self, state: dict) -> None:
         self.counts = {str(k): int(v) for k, v in state.get("counts", {}).items()}
+        self.collections = int(state.get("collections", 0))
 
 
 def first_visits(batch: StepBatch) -> torch.Tensor:
@@ -143,6 +159,9 @@ class CountBonusConfig:
     #: true = pay the bonus only on a step into a state new to its episode (no pay for loops, invalid words or
     #: a long episode as such); false = on every step.
     first_visit: bool = True
+    #: 0 = a constant beta; K > 0 = beta falls linearly from its value at the first collection to 0 at
+    #: collection K (one collection per iteration), and stays 0 after it.
+    anneal: int = 0
 
 
 #: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).

@@ -45,6 +45,7 @@ def test_counts_and_bonus_match_a_hand_computed_oracle():
             "rollout/novelty_bonus": (0.5 / math.sqrt(2) * 2 + 0.5) / 3,
             "rollout/distinct_states": 2.0,
             "rollout/new_states": 2.0,
+            "rollout/novelty_beta": 0.5,
         }
     )
     second = _batch(["a", "c"])
@@ -129,16 +130,46 @@ def test_bonus_is_beta_over_the_root_of_the_running_count(batches, beta):
     assert len(bonus.counts) == len(oracle)
 
 
+@pytest.mark.parametrize("anneal", [-1, 2.5, "3"])
+def test_a_bad_anneal_is_refused_with_its_key(anneal):
+    with pytest.raises(ValueError, match="exploration.anneal"):
+        CountBonus(anneal=anneal)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batches=st.lists(st.lists(st.sampled_from("abcd"), min_size=1, max_size=6), min_size=1, max_size=8),
+    beta=st.floats(min_value=0.01, max_value=10.0),
+    anneal=st.integers(min_value=1, max_value=6),
+)
+def test_annealing_scales_the_bonus_linearly_down_to_zero(batches, beta, anneal):
+    """With ``anneal=K``, collection c pays what a constant-beta bonus pays, times max(0, 1 - c/K): zero from
+    collection K on, while the counts go on exactly as without annealing."""
+    annealed = CountBonus(beta=beta, first_visit=False, anneal=anneal)
+    constant = CountBonus(beta=beta, first_visit=False)
+    for c, anchors in enumerate(batches):
+        a, b = _batch(anchors), _batch(anchors)
+        metrics = annealed(a)
+        constant(b)
+        scale = max(0.0, 1.0 - c / anneal)
+        assert metrics["rollout/novelty_beta"] == pytest.approx(beta * scale)
+        assert a.rewards.tolist() == pytest.approx([scale * v for v in b.rewards.tolist()], rel=1e-6, abs=1e-12)
+        if c >= anneal:
+            assert a.rewards.tolist() == [0.0] * len(anchors)
+    assert annealed.counts == constant.counts and annealed.collections == len(batches)
+
+
 def test_the_counts_survive_a_weights_only_checkpoint(tmp_path):
-    bonus = CountBonus(beta=1.0, first_visit=False)
+    bonus = CountBonus(beta=1.0, first_visit=False, anneal=4)
     bonus(_batch(["s1", "s2", "s1"]))
     torch.save({"exploration": bonus.state()}, tmp_path / "c.pt")
-    restored = CountBonus(beta=1.0, first_visit=False)
+    restored = CountBonus(beta=1.0, first_visit=False, anneal=4)
     restored.load(torch.load(tmp_path / "c.pt", weights_only=True)["exploration"])
     a, b = _batch(["s1", "s3"]), _batch(["s1", "s3"])
     bonus(a)
     restored(b)
     assert torch.equal(a.rewards, b.rewards) and restored.counts == bonus.counts
+    assert restored.collections == bonus.collections == 2  # the annealing clock came back too
 
 
 class AfterLog(gym.Wrapper):
@@ -204,7 +235,8 @@ def test_off_by_default_and_beta_zero_trains_exactly_like_no_bonus(tiny_override
 
 
 def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(tiny_overrides, tmp_path):
-    on = ("exploration=count", "exploration.beta=0.5", "trainer.iterations=4")
+    # annealed over 3 collections, so that the resumed run must also restore the annealing clock
+    on = ("exploration=count", "exploration.beta=0.5", "exploration.anneal=3", "trainer.iterations=4")
     straight = train(_cfg(tiny_overrides, tmp_path, "a", *on))
     train(_cfg(tiny_overrides, tmp_path, "off", "trainer.iterations=1"))
     uri_a, uri_off = f"sqlite:///{tmp_path / 'a'}.db", f"sqlite:///{tmp_path / 'off'}.db"
@@ -213,7 +245,12 @@ def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(t
     for key in ("rollout/return", "rollout/success_rate", "rollout/invalid_rate"):
         assert _history(uri_a, key)[0] == _history(uri_off, key)[0], key
     assert _history(uri_a, "adv/std")[0] != _history(uri_off, "adv/std")[0]
-    assert all(v > 0 for _, v in _history(uri_a, "rollout/novelty_bonus"))
+    bonuses = [v for _, v in sorted(_history(uri_a, "rollout/novelty_bonus"))]
+    # beta falls 0.5, 1/3, 1/6, 0 (a tiny run may find no new state in some iteration, so the bonus itself
+    # is checked only where it must be positive or zero)
+    assert bonuses[0] > 0 and bonuses[3] == 0.0
+    betas = [v for _, v in sorted(_history(uri_a, "rollout/novelty_beta"))]
+    assert betas == pytest.approx([0.5, 1 / 3, 1 / 6, 0.0])
     distinct = [v for _, v in _history(uri_a, "rollout/distinct_states")]
     assert distinct == sorted(distinct) and distinct[0] >= 1
     ckpt = torch.load(tmp_path / "a/checkpoints/last.ckpt", weights_only=True)
@@ -233,5 +270,5 @@ def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(t
             f"ckpt_path={tmp_path / 'b' / 'checkpoints' / 'last.ckpt'}",
         )
     )
-    for key in ("rollout/novelty_bonus", "rollout/distinct_states", "adv/std", "train/loss"):
+    for key in ("rollout/novelty_bonus", "rollout/novelty_beta", "rollout/distinct_states", "adv/std", "train/loss"):
         assert resumed[key] == straight[key], key
