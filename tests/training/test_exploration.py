@@ -153,7 +153,9 @@ def test_annealing_scales_the_bonus_linearly_down_to_zero(batches, beta, anneal)
         constant(b)
         scale = max(0.0, 1.0 - c / anneal)
         assert metrics["rollout/novelty_beta"] == pytest.approx(beta * scale)
-        assert a.rewards.tolist() == pytest.approx([scale * v for v in b.rewards.tolist()], rel=1e-6, abs=1e-12)
+        assert a.rewards.tolist() == pytest.approx(
+            [scale * v for v in b.rewards.tolist()], rel=1e-6, abs=1e-12
+        )
         if c >= anneal:
             assert a.rewards.tolist() == [0.0] * len(anchors)
     assert annealed.counts == constant.counts and annealed.collections == len(batches)
@@ -270,5 +272,11 @@ def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(t
             f"ckpt_path={tmp_path / 'b' / 'checkpoints' / 'last.ckpt'}",
         )
     )
-    for key in ("rollout/novelty_bonus", "rollout/novelty_beta", "rollout/distinct_states", "adv/std", "train/loss"):
+    for key in (
+        "rollout/novelty_bonus",
+        "rollout/novelty_beta",
+        "rollout/distinct_states",
+        "adv/std",
+        "train/loss",
+    ):
         assert resumed[key] == straight[key], key
