@@ -1,9 +1,14 @@
 """Exploration bonuses added to the step rewards before the estimators see them (the ``exploration`` group).
 
-``exploration=none`` (the default) leaves the rewards alone. ``exploration=count`` adds a count-based
-novelty bonus to every step row::
+``exploration=count`` (the default) adds a count-based novelty bonus to every step row::
 
-    r'_t = r_t + beta / sqrt(N(s_{t+1}))     (with first_visit: only when s_{t+1} is new to this episode)
+    r'_t = r_t + beta_c / sqrt(N(s_{t+1}))   (with first_visit: only when s_{t+1} is new to this episode)
+
+where ``beta_c = beta * max(0, 1 - progress)`` and ``progress`` is how far the run is through its budget
+when collection c starts: ``c / anneal`` (collections, default ``trainer.iterations``) or ``steps /
+anneal_env_steps`` (step rows counted so far, default ``trainer.max_env_steps``), whichever is further. So the
+bonus fades to 0 by the end of the run, whichever budget ends it. ``exploration=none`` leaves the rewards
+alone.
 
 ``s_{t+1}`` is the env's anchor after the step (``info["anchor"]``: the raw state, the key GiGPO's step
 groups already use), and ``N`` counts every step row that arrived in it over the whole run so far, this
@@ -36,6 +41,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -67,26 +73,41 @@ class CountBonus:
     Args:
         beta: the bonus of a state seen once; >= 0 and finite (0 counts states but changes no reward).
         first_visit: pay it only on a step into a state new to its episode (module docstring).
-        anneal: 0 = a constant ``beta``; K > 0 = ``beta`` falls linearly to 0 over the first K collections
-            (collection c, counted from 0, pays ``beta * max(0, 1 - c / K)``).
+        anneal: 0 = no clock in collections; K > 0 = the progress of collection c (counted from 0) is at
+            least ``c / K``.
+        anneal_env_steps: None or 0 = no clock in env steps; S > 0 = the progress is at least ``s / S``, where
+            ``s`` counts the step rows of the earlier collections (this process's rows).
+
+    With neither clock, ``beta`` is constant; otherwise collection c pays ``beta * max(0, 1 - progress)``.
     """
 
-    def __init__(self, beta: float = 0.5, first_visit: bool = True, anneal: int = 0) -> None:
+    def __init__(
+        self, beta: float = 0.5, first_visit: bool = True, anneal: int = 0, anneal_env_steps: int | None = None
+    ) -> None:
         if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
             raise ValueError(f"exploration.beta={beta!r} must be a finite number >= 0")
-        if not (isinstance(anneal, int) and anneal >= 0):
-            raise ValueError(f"exploration.anneal={anneal!r} must be an integer >= 0 (0 = a constant beta)")
+        for key, value in (("anneal", anneal), ("anneal_env_steps", anneal_env_steps or 0)):
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+                raise ValueError(f"exploration.{key}={value!r} must be an integer >= 0 (0 = no such clock)")
         self.beta = float(beta)
         self.first_visit = bool(first_visit)
         self.anneal = int(anneal)
+        self.anneal_env_steps = int(anneal_env_steps or 0)
         self.counts: dict[str, int] = {}
-        self.collections = 0  # calls so far: the annealing clock
+        self.collections = 0  # calls so far: the annealing clock in collections
+        self.env_steps = 0  # step rows counted so far: the clock in env steps
+
+    def progress(self) -> float:
+        """How far through its budget the run is at the next collection: 0 with no clock (class docstring)."""
+        by_collections = self.collections / self.anneal if self.anneal else 0.0
+        by_steps = self.env_steps / self.anneal_env_steps if self.anneal_env_steps else 0.0
+        return max(by_collections, by_steps)
 
     def current_beta(self) -> float:
-        """The ``beta`` of the next collection (``anneal`` in the class docstring)."""
-        if self.anneal == 0:
+        """The ``beta`` of the next collection: ``beta * max(0, 1 - progress)`` (class docstring)."""
+        if not (self.anneal or self.anneal_env_steps):
             return self.beta
-        return self.beta * max(0.0, 1.0 - self.collections / self.anneal)
+        return self.beta * max(0.0, 1.0 - self.progress())
 
     def count(self, next_anchors: Sequence[str]) -> tuple[torch.Tensor, int]:
         """Count the states ``next_anchors`` (one per row); return N (rows,) float64 after counting them all,
@@ -105,6 +126,7 @@ class CountBonus:
         n, new = self.count(batch.extras["next_anchors"])
         beta = self.current_beta()
         self.collections += 1
+        self.env_steps += len(n)
         bonus = beta / n.sqrt()
         if self.first_visit:
             bonus = bonus * first_visits(batch)
@@ -117,11 +139,12 @@ class CountBonus:
         }
 
     def state(self) -> dict:
-        return {"counts": dict(self.counts), "collections": self.collections}
+        return {"counts": dict(self.counts), "collections": self.collections, "env_steps": self.env_steps}
 
     def load(self, state: dict) -> None:
         self.counts = {str(k): int(v) for k, v in state.get("counts", {}).items()}
         self.collections = int(state.get("collections", 0))
+        self.env_steps = int(state.get("env_steps", sum(self.counts.values())))
 
 
 def first_visits(batch: StepBatch) -> torch.Tensor:
@@ -159,9 +182,15 @@ class CountBonusConfig:
     #: true = pay the bonus only on a step into a state new to its episode (no pay for loops, invalid words or
     #: a long episode as such); false = on every step.
     first_visit: bool = True
-    #: 0 = a constant beta; K > 0 = beta falls linearly from its value at the first collection to 0 at
-    #: collection K (one collection per iteration), and stays 0 after it.
-    anneal: int = 0
+    #: The annealing clock in collections (one per iteration): beta falls linearly to 0 at collection K and
+    #: stays 0 after it; 0 = no such clock. The default is the run's trainer.iterations, so the bonus fades
+    #: over the whole run and the last iterations optimise the env's own reward. With both clocks 0/null,
+    #: beta is constant. A run resumed with a larger trainer.iterations anneals over the new length.
+    anneal: int = "${oc.select:trainer.iterations,0}"  # type: ignore[assignment]
+    #: The clock in env steps: beta has fallen to 0 once this many step rows were collected; null or 0 = no
+    #: such clock. The default is the run's trainer.max_env_steps, so a run that a step budget ends anneals
+    #: over that budget (the earlier of the two clocks wins).
+    anneal_env_steps: Optional[int] = "${oc.select:trainer.max_env_steps,null}"  # type: ignore[assignment]  # noqa: UP045
 
 
 #: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).

@@ -51,8 +51,11 @@ class LossConfig:
     #: true = subtract beta * KL from the step reward instead of a loss term; null = the estimator's own
     #: default (its class attribute kl_in_reward: true for rloo and reinforce_pp, false for the others).
     kl_in_reward: Optional[bool] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
-    #: Weight of the entropy bonus subtracted from the loss; 0 = off (LLM runs usually use 0).
-    entropy_coef: float = 0.01
+    #: Weight of the entropy bonus subtracted from the loss; 0 = off, the default: the count bonus of
+    #: ``exploration`` does the exploring, and a fixed entropy bonus under Adam keeps pushing a policy whose
+    #: groups are all flat towards uniform, so GRPO's greedy policy drifted into loops (docs/WHY_RUNS_FAIL.md).
+    #: The studies of experiments/RESULTS.md were measured with 0.01 and pin it.
+    entropy_coef: float = 0.0
 
 
 def _adamw() -> dict[str, Any]:

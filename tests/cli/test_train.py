@@ -87,6 +87,8 @@ def test_resume_matches_an_uninterrupted_run(tmp_path, tiny_overrides):
     base = [
         o for o in tiny_overrides if not o.startswith(("output_dir", "tracking.uri", "trainer.iterations"))
     ]
+    # the bonus anneals over trainer.iterations by default; the interrupted run stands for a 4-iteration one
+    base.append("exploration.anneal=4")
     straight = train(
         compose_config(
             [

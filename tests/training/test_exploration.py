@@ -130,35 +130,53 @@ def test_bonus_is_beta_over_the_root_of_the_running_count(batches, beta):
     assert len(bonus.counts) == len(oracle)
 
 
-@pytest.mark.parametrize("anneal", [-1, 2.5, "3"])
-def test_a_bad_anneal_is_refused_with_its_key(anneal):
-    with pytest.raises(ValueError, match="exploration.anneal"):
-        CountBonus(anneal=anneal)
+@pytest.mark.parametrize("key", ["anneal", "anneal_env_steps"])
+@pytest.mark.parametrize("value", [-1, 2.5, "3", True])
+def test_a_bad_anneal_is_refused_with_its_key(key, value):
+    with pytest.raises(ValueError, match=f"exploration.{key}="):
+        CountBonus(**{key: value})
 
 
 @settings(max_examples=60, deadline=None)
 @given(
     batches=st.lists(st.lists(st.sampled_from("abcd"), min_size=1, max_size=6), min_size=1, max_size=8),
     beta=st.floats(min_value=0.01, max_value=10.0),
-    anneal=st.integers(min_value=1, max_value=6),
+    anneal=st.integers(min_value=0, max_value=6),
+    anneal_env_steps=st.one_of(st.none(), st.integers(min_value=0, max_value=30)),
 )
-def test_annealing_scales_the_bonus_linearly_down_to_zero(batches, beta, anneal):
-    """With ``anneal=K``, collection c pays what a constant-beta bonus pays, times max(0, 1 - c/K): zero from
-    collection K on, while the counts go on exactly as without annealing."""
-    annealed = CountBonus(beta=beta, first_visit=False, anneal=anneal)
+def test_annealing_scales_the_bonus_linearly_down_to_zero(batches, beta, anneal, anneal_env_steps):
+    """Collection c, after s earlier step rows, pays what a constant-beta bonus pays times
+    max(0, 1 - max(c/K, s/S)) (a clock that is 0 or None left out; neither: times 1), so zero once either
+    budget is spent, while the counts go on exactly as without annealing."""
+    annealed = CountBonus(beta=beta, first_visit=False, anneal=anneal, anneal_env_steps=anneal_env_steps)
     constant = CountBonus(beta=beta, first_visit=False)
+    rows_before = 0
     for c, anchors in enumerate(batches):
         a, b = _batch(anchors), _batch(anchors)
         metrics = annealed(a)
         constant(b)
-        scale = max(0.0, 1.0 - c / anneal)
+        clocks = [c / anneal] if anneal else []
+        clocks += [rows_before / anneal_env_steps] if anneal_env_steps else []
+        scale = max(0.0, 1.0 - max(clocks)) if clocks else 1.0
+        rows_before += len(anchors)
         assert metrics["rollout/novelty_beta"] == pytest.approx(beta * scale)
         assert a.rewards.tolist() == pytest.approx(
             [scale * v for v in b.rewards.tolist()], rel=1e-6, abs=1e-12
         )
-        if c >= anneal:
+        if (anneal and c >= anneal) or (anneal_env_steps and rows_before - len(anchors) >= anneal_env_steps):
             assert a.rewards.tolist() == [0.0] * len(anchors)
     assert annealed.counts == constant.counts and annealed.collections == len(batches)
+
+
+def test_the_default_anneals_over_the_run_budget_whichever_ends_it():
+    from hydra.utils import instantiate
+
+    default = instantiate(compose_config([]).exploration)
+    assert (default.beta, default.first_visit, default.anneal, default.anneal_env_steps) == (0.5, True, 40, 0)
+    budget = instantiate(compose_config(["trainer.iterations=90", "trainer.max_env_steps=7000"]).exploration)
+    assert (budget.anneal, budget.anneal_env_steps) == (90, 7000)
+    constant = instantiate(compose_config(["exploration.anneal=0"]).exploration)
+    assert constant.current_beta() == 0.5 and constant.progress() == 0.0
 
 
 def test_the_counts_survive_a_weights_only_checkpoint(tmp_path):
@@ -171,7 +189,8 @@ def test_the_counts_survive_a_weights_only_checkpoint(tmp_path):
     bonus(a)
     restored(b)
     assert torch.equal(a.rewards, b.rewards) and restored.counts == bonus.counts
-    assert restored.collections == bonus.collections == 2  # the annealing clock came back too
+    assert restored.collections == bonus.collections == 2  # the annealing clocks came back too
+    assert restored.env_steps == bonus.env_steps == 5
 
 
 class AfterLog(gym.Wrapper):
@@ -221,9 +240,9 @@ def _cfg(tiny_overrides, tmp_path, name: str, *extra: str):
     return compose_config([*base, *out, *extra])
 
 
-def test_off_by_default_and_beta_zero_trains_exactly_like_no_bonus(tiny_overrides, tmp_path):
-    assert compose_config([]).exploration._target_ == "gigpo_lab.exploration.NoBonus"
-    off = train(_cfg(tiny_overrides, tmp_path, "off"))
+def test_on_by_default_and_beta_zero_trains_exactly_like_no_bonus(tiny_overrides, tmp_path):
+    assert compose_config([]).exploration._target_ == "gigpo_lab.exploration.CountBonus"
+    off = train(_cfg(tiny_overrides, tmp_path, "off", "exploration=none"))
     zero = train(_cfg(tiny_overrides, tmp_path, "zero", "exploration=count", "exploration.beta=0"))
     assert "rollout/novelty_bonus" not in off and zero["rollout/novelty_bonus"] == 0.0
     for key in off:
@@ -240,7 +259,7 @@ def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(t
     # annealed over 3 collections, so that the resumed run must also restore the annealing clock
     on = ("exploration=count", "exploration.beta=0.5", "exploration.anneal=3", "trainer.iterations=4")
     straight = train(_cfg(tiny_overrides, tmp_path, "a", *on))
-    train(_cfg(tiny_overrides, tmp_path, "off", "trainer.iterations=1"))
+    train(_cfg(tiny_overrides, tmp_path, "off", "exploration=none", "trainer.iterations=1"))
     uri_a, uri_off = f"sqlite:///{tmp_path / 'a'}.db", f"sqlite:///{tmp_path / 'off'}.db"
     # iteration 0 samples from the same initial policy: the env's own return and success are unchanged by
     # the bonus, while the advantages the estimator computed differ
