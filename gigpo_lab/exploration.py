@@ -82,7 +82,11 @@ class CountBonus:
     """
 
     def __init__(
-        self, beta: float = 0.5, first_visit: bool = True, anneal: int = 0, anneal_env_steps: int | None = None
+        self,
+        beta: float = 0.5,
+        first_visit: bool = True,
+        anneal: int = 0,
+        anneal_env_steps: int | None = None,
     ) -> None:
         if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
             raise ValueError(f"exploration.beta={beta!r} must be a finite number >= 0")
