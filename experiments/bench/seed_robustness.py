@@ -11,6 +11,8 @@ Columns, per seed and in total:
 - ``steps@thr``: ``eval/env_steps_total`` at the first evaluation at or above the threshold.
 - ``collapse``: once ``rollout/success_rate`` has passed 0.5, a later iteration whose
   ``rollout/invalid_rate`` is above 0.3 (issue #12's definition), and the number of such iterations.
+- ``relapse``: of those iterations, the ones after the invalid rate had already been at or below 0.3 once
+  the policy was trained: a real rise, not an invalid rate still falling from its start.
 - ``max_kl``: the largest per-iteration ``train/approx_kl`` (a destructive update shows as a spike).
 - ``wall``: seconds of ``train(cfg)``.
 
@@ -94,6 +96,21 @@ def _finished(root: Path, seeds) -> list[dict]:
     return out
 
 
+def count_collapses(success: dict[int, float], invalid: dict[int, float]) -> tuple[int, int]:
+    """(collapse iterations by issue #12's definition, relapses among them) from per-iteration rollout
+    success and invalid rates (module docstring)."""
+    trained, settled, collapses, relapses = False, False, 0, 0
+    for it in sorted(success):
+        if trained:
+            if invalid.get(it, 0.0) > COLLAPSE_INVALID:
+                collapses += 1
+                relapses += settled
+            else:
+                settled = True
+        trained = trained or success[it] > COLLAPSE_SUCCESS
+    return collapses, relapses
+
+
 def summarize(result: dict, threshold: float) -> dict:
     """The per-seed row: final eval, steps to the threshold, collapses, the largest approx_kl."""
     h = _histories(result["uri"])
@@ -102,11 +119,7 @@ def summarize(result: dict, threshold: float) -> dict:
     final = evals[-1][1] if evals else math.nan
     reached = [steps.get(s, math.nan) for s, v in evals if v >= threshold]
     succ, invalid = h.get("rollout/success_rate", {}), h.get("rollout/invalid_rate", {})
-    trained, collapses = False, 0
-    for it in sorted(succ):
-        if trained and invalid.get(it, 0.0) > COLLAPSE_INVALID:
-            collapses += 1
-        trained = trained or succ[it] > COLLAPSE_SUCCESS
+    collapses, relapses = count_collapses(succ, invalid)
     kls = list(h.get("train/approx_kl_max", h.get("train/approx_kl", {})).values())
     return {
         "seed": result["seed"],
@@ -114,6 +127,7 @@ def summarize(result: dict, threshold: float) -> dict:
         "solved": final >= threshold,
         "steps": reached[0] if reached else math.nan,
         "collapses": collapses,
+        "relapses": relapses,
         "max_kl": max(kls) if kls else math.nan,
         "rollout_final": succ[max(succ)] if succ else math.nan,
         "wall": result["wall"],
@@ -125,12 +139,13 @@ def summarize(result: dict, threshold: float) -> dict:
 def print_table(name: str, rows: list[dict], threshold: float) -> None:
     print(f"\n## {name}\n")
     print(
-        "| seed | final eval | steps@thr | collapse iters | max approx_kl | rollout final | wall s | evals |"
+        "| seed | final eval | steps@thr | collapse iters | relapse iters | max approx_kl | rollout final "
+        "| wall s | evals |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         print(
-            f"| {r['seed']} | {r['final']:.2f} | {r['steps']:.0f} | {r['collapses']} | {r['max_kl']:.3g} | "
+            f"| {r['seed']} | {r['final']:.2f} | {r['steps']:.0f} | {r['collapses']} | {r['relapses']} | {r['max_kl']:.3g} | "
             f"{r['rollout_final']:.2f} | {r['wall']:.0f} | {' '.join(map(str, r['evals']))}"
             + (f" ERROR {r['error']}" if r["error"] else "")
             + " |"
@@ -141,7 +156,8 @@ def print_table(name: str, rows: list[dict], threshold: float) -> None:
     print(
         f"\n**{name}: solved {len(solved)}/{len(rows)}** (final eval >= {threshold}); "
         f"final eval mean {statistics.fmean(finals):.2f}, min {min(finals):.2f}; "
-        f"runs with a collapse: {sum(r['collapses'] > 0 for r in rows)}; "
+        f"runs with a collapse: {sum(r['collapses'] > 0 for r in rows)} "
+        f"(with a relapse: {sum(r['relapses'] > 0 for r in rows)}); "
         f"median env steps to threshold: {statistics.median(steps) if steps else math.nan:.0f}; "
         f"median wall: {statistics.median(r['wall'] for r in rows):.0f} s"
     )
