@@ -32,7 +32,8 @@ Never Give Up (Badia et al. 2020, arXiv 2002.06038) on top of the lifelong count
 
 Only the estimators see the bonus: ``rollout/success_rate`` and ``rollout/return`` stay the env's own. The
 bonus is logged as ``rollout/novelty_bonus`` (mean per step row), ``rollout/distinct_states`` (states
-counted so far) and ``rollout/new_states`` (first seen this iteration). Several ranks count separately.
+counted so far), ``rollout/new_states`` (first seen this iteration) and ``rollout/novelty_beta`` (the
+iteration's annealed beta). Several ranks count separately.
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ class CountBonusConfig:
     anneal: int = "${oc.select:trainer.iterations,0}"  # type: ignore[assignment]
     #: The clock in env steps: beta has fallen to 0 once this many step rows were collected; null or 0 = no
     #: such clock. The default is the run's trainer.max_env_steps, so a run that a step budget ends anneals
-    #: over that budget (the earlier of the two clocks wins).
+    #: over that budget (the earlier of the two clocks wins). Each rank counts only its own rows, so a run on
+    #: W ranks with a step budget should set it to trainer.max_env_steps / W.
     anneal_env_steps: Optional[int] = "${oc.select:trainer.max_env_steps,null}"  # type: ignore[assignment]  # noqa: UP045
 
 
