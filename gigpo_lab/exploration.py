@@ -100,7 +100,11 @@ class CountBonus:
         self.anneal_env_steps = int(anneal_env_steps or 0)
         self.counts: dict[str, int] = {}
         self.collections = 0  # calls so far: the annealing clock in collections
-        self.env_steps = 0  # step rows counted so far: the clock in env steps
+
+    @property
+    def env_steps(self) -> int:
+        """Step rows counted so far (every row is counted once): the clock in env steps."""
+        return sum(self.counts.values())
 
     def progress(self) -> float:
         """How far through its budget the run is at the next collection: 0 with no clock (class docstring)."""
@@ -109,9 +113,8 @@ class CountBonus:
         return max(by_collections, by_steps)
 
     def current_beta(self) -> float:
-        """The ``beta`` of the next collection: ``beta * max(0, 1 - progress)`` (class docstring)."""
-        if not (self.anneal or self.anneal_env_steps):
-            return self.beta
+        """The ``beta`` of the next collection: ``beta * max(0, 1 - progress)`` (class docstring; exactly
+        ``beta`` with no clock, where the progress is 0)."""
         return self.beta * max(0.0, 1.0 - self.progress())
 
     def count(self, next_anchors: Sequence[str]) -> tuple[torch.Tensor, int]:
@@ -128,10 +131,9 @@ class CountBonus:
     def __call__(self, batch: StepBatch) -> dict[str, float]:
         """Add the bonus to ``batch.rewards`` (N,) in place of the column; needs ``extras["next_anchors"]``
         (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and ``anchor_texts``)."""
+        beta = self.current_beta()  # before counting this batch: its progress is the earlier collections'
         n, new = self.count(batch.extras["next_anchors"])
-        beta = self.current_beta()
         self.collections += 1
-        self.env_steps += len(n)
         bonus = beta / n.sqrt()
         if self.first_visit:
             bonus = bonus * first_visits(batch)
@@ -144,12 +146,11 @@ class CountBonus:
         }
 
     def state(self) -> dict:
-        return {"counts": dict(self.counts), "collections": self.collections, "env_steps": self.env_steps}
+        return {"counts": dict(self.counts), "collections": self.collections}
 
     def load(self, state: dict) -> None:
         self.counts = {str(k): int(v) for k, v in state.get("counts", {}).items()}
         self.collections = int(state.get("collections", 0))
-        self.env_steps = int(state.get("env_steps", sum(self.counts.values())))
 
 
 def first_visits(batch: StepBatch) -> torch.Tensor:
