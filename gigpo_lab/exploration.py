@@ -30,6 +30,19 @@ episode (in the goal too) stopped the bonus (docs/WHY_RUNS_FAIL.md). Paid once p
 loop or an invalid word earns nothing, so only reaching new ground does; this is the episodic-novelty gate of
 Never Give Up (Badia et al. 2020, arXiv 2002.06038) on top of the lifelong count.
 
+``own_advantage`` (on by default) keeps the bonus out of the rewards. It becomes a second advantage stream,
+normalised on its own, in the manner of the separate intrinsic value stream of RND (Burda et al. 2018, arXiv
+1810.12894)::
+
+    I(tau)  = sum over tau's rows of first_visit / sqrt(N(s_{t+1}))         (the bonus with beta = 1)
+    A_int   = (I(tau) - mean_g I) / (std_g I + eps)   over the trajectories of tau's group g (unbiased std)
+    A_i     = A_estimator,i + beta_c * A_int(tau_i)                          (every row of tau)
+
+So the estimator sees the env's own rewards, exactly as with ``exploration=none``, and the exploration
+signal has the same size whatever the env's reward scale: on CliffWalking a bonus added to the rewards is
+about 0.5 beside -1 a step and -100 a fall, and the estimator's advantages drown it (docs/WHY_RUNS_FAIL.md).
+A group whose trajectories found equally new ground (all 0 once the map is known) gets A_int = 0.
+
 Only the estimators see the bonus: ``rollout/success_rate`` and ``rollout/return`` stay the env's own. The
 bonus is logged as ``rollout/novelty_bonus`` (mean per step row), ``rollout/distinct_states`` (states
 counted so far), ``rollout/new_states`` (first seen this iteration) and ``rollout/novelty_beta`` (the
@@ -46,6 +59,7 @@ from typing import Optional
 
 import torch
 
+from gigpo_lab.advantages.grouping import dense_ids, group_normalize, segment_sum
 from gigpo_lab.batch import StepBatch
 
 
@@ -60,6 +74,10 @@ class NoBonus:
 
     def __call__(self, batch: StepBatch) -> dict[str, float]:
         return {}
+
+    def advantages(self, batch: StepBatch, advantages: torch.Tensor) -> torch.Tensor:
+        """The estimator's advantages (N,), unchanged."""
+        return advantages
 
     def state(self) -> dict:
         return {}
@@ -78,6 +96,8 @@ class CountBonus:
             least ``c / K``.
         anneal_env_steps: None or 0 = no clock in env steps; S > 0 = the progress is at least ``s / S``, where
             ``s`` counts the step rows of the earlier collections (this process's rows).
+        own_advantage: false = add the bonus to the rewards; true = leave the rewards alone and add
+            ``beta_c * A_int`` to the estimator's advantages (module docstring).
 
     With neither clock, ``beta`` is constant; otherwise collection c pays ``beta * max(0, 1 - progress)``.
     """
@@ -88,6 +108,7 @@ class CountBonus:
         first_visit: bool = True,
         anneal: int = 0,
         anneal_env_steps: int | None = None,
+        own_advantage: bool = False,
     ) -> None:
         if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
             raise ValueError(f"exploration.beta={beta!r} must be a finite number >= 0")
@@ -98,6 +119,7 @@ class CountBonus:
         self.first_visit = bool(first_visit)
         self.anneal = int(anneal)
         self.anneal_env_steps = int(anneal_env_steps or 0)
+        self.own_advantage = bool(own_advantage)
         self.counts: dict[str, int] = {}
         self.collections = 0  # calls so far: the annealing clock in collections
 
@@ -129,21 +151,35 @@ class CountBonus:
         return torch.tensor([self.counts[k] for k in keys], dtype=torch.float64), new
 
     def __call__(self, batch: StepBatch) -> dict[str, float]:
-        """Add the bonus to ``batch.rewards`` (N,) in place of the column; needs ``extras["next_anchors"]``
-        (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and ``anchor_texts``)."""
+        """Count the batch's next states and pay the bonus: added to ``batch.rewards`` (N,), or, with
+        ``own_advantage``, kept in ``batch.extras["intrinsic_advantages"]`` (N,) float64 for ``advantages``.
+        Needs ``extras["next_anchors"]`` (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and
+        ``anchor_texts``; with ``own_advantage``, ``traj_ids`` and ``group_ids``)."""
         beta = self.current_beta()  # before counting this batch: its progress is the earlier collections'
         n, new = self.count(batch.extras["next_anchors"])
         self.collections += 1
-        bonus = beta / n.sqrt()
-        if self.first_visit:
-            bonus = bonus * first_visits(batch)
-        batch.rewards = (batch.rewards.double() + bonus).to(batch.rewards.dtype)
-        return {
+        visits = first_visits(batch) if self.first_visit else torch.ones_like(n)
+        bonus = beta / n.sqrt() * visits
+        metrics = {
             "rollout/novelty_bonus": bonus.mean().item() if len(bonus) else 0.0,
             "rollout/distinct_states": float(len(self.counts)),
             "rollout/new_states": float(new),
             "rollout/novelty_beta": beta,
         }
+        if self.own_advantage:  # normalised per group, so the stream is computed from the beta = 1 bonus
+            intrinsic = beta * intrinsic_advantages(visits / n.sqrt(), batch.traj_ids, batch.group_ids)
+            batch.extras["intrinsic_advantages"] = intrinsic
+            metrics["rollout/intrinsic_adv_abs"] = intrinsic.abs().mean().item() if len(intrinsic) else 0.0
+        else:
+            batch.rewards = (batch.rewards.double() + bonus).to(batch.rewards.dtype)
+        return metrics
+
+    def advantages(self, batch: StepBatch, advantages: torch.Tensor) -> torch.Tensor:
+        """The estimator's advantages (N,) plus the intrinsic stream of this batch, if ``own_advantage``."""
+        intrinsic = batch.extras.get("intrinsic_advantages")
+        if intrinsic is None:
+            return advantages
+        return (advantages.double() + intrinsic).to(advantages.dtype)
 
     def state(self) -> dict:
         return {"counts": dict(self.counts), "collections": self.collections}
@@ -151,6 +187,25 @@ class CountBonus:
     def load(self, state: dict) -> None:
         self.counts = {str(k): int(v) for k, v in state.get("counts", {}).items()}
         self.collections = int(state.get("collections", 0))
+
+
+def intrinsic_advantages(
+    bonus: torch.Tensor, traj_ids: torch.Tensor, group_ids: torch.Tensor
+) -> torch.Tensor:
+    """The intrinsic stream A_int (module docstring), broadcast to the rows.
+
+    bonus: (N,) float64, each row's bonus; traj_ids, group_ids: (N,) int64, rows in any order.
+    Returns (N,) float64: (I(tau) - mean) / (std + 1e-6) over the trajectories of each group, where I(tau)
+    sums tau's bonuses; 0 for a group of one trajectory or of equal I.
+    """
+    if len(bonus) == 0:
+        return bonus.clone()
+    traj, n_traj = dense_ids(traj_ids)
+    per_traj = segment_sum(bonus, traj, n_traj)
+    group_of_traj = torch.zeros(n_traj, dtype=torch.int64).scatter_(0, traj, group_ids.to(torch.int64))
+    group, n_groups = dense_ids(group_of_traj)
+    a = group_normalize(per_traj, group, n_groups, mode="mean_std_norm", eps=1e-6, singleton="zero")
+    return a.index_select(0, traj)
 
 
 def first_visits(batch: StepBatch) -> torch.Tensor:
@@ -198,6 +253,11 @@ class CountBonusConfig:
     #: over that budget (the earlier of the two clocks wins). Each rank counts only its own rows, so a run on
     #: W ranks with a step budget should set it to trainer.max_env_steps / W.
     anneal_env_steps: Optional[int] = "${oc.select:trainer.max_env_steps,null}"  # type: ignore[assignment]  # noqa: UP045
+    #: true = the bonus is its own advantage stream: the rewards stay the env's, each trajectory's summed bonus
+    #: is normalised within its group (mean and std over the group's trajectories), and beta times that is
+    #: added to the estimator's advantages, so its size does not depend on the env's reward scale. false =
+    #: the bonus is added to the step rewards the estimator sees (docs/WHY_RUNS_FAIL.md).
+    own_advantage: bool = False
 
 
 #: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).

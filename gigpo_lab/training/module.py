@@ -208,7 +208,8 @@ class GiGPOModule(L.LightningModule):
                 batch.old_logprobs, batch.ref_logprobs, batch.response_mask
             ).to(batch.rewards.dtype)
         adv = self.estimator(batch)
-        batch.advantages = adv.advantages.to(torch.float32)
+        # exploration with its own advantage stream adds it here; otherwise the estimator's, unchanged
+        batch.advantages = self.exploration.advantages(batch, adv.advantages).to(torch.float32)
         t2 = time.perf_counter()
 
         # several ranks: the job's counts and rates (a collective, every rank is here); one rank: unchanged

@@ -5,6 +5,7 @@ checkpointed and resumed)."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from functools import partial
 
@@ -18,11 +19,13 @@ from mlflow.tracking import MlflowClient
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.envs import make_env
-from gigpo_lab.exploration import CountBonus, NoBonus, first_visits
+from gigpo_lab.exploration import CountBonus, NoBonus, first_visits, intrinsic_advantages
 from gigpo_lab.policy import build_tiny_policy
 from gigpo_lab.rollout import build_torch_engine
 from gigpo_lab.rollout.collector import Collector
 from gigpo_lab.train import train
+
+OWN_ADVANTAGE_DEFAULT = False  # the measured default (docs/WHY_RUNS_FAIL.md)
 
 
 def _batch(next_anchors: list[str], rewards: list[float] | None = None) -> StepBatch:
@@ -173,10 +176,63 @@ def test_the_default_anneals_over_the_run_budget_whichever_ends_it():
 
     default = instantiate(compose_config([]).exploration)
     assert (default.beta, default.first_visit, default.anneal, default.anneal_env_steps) == (0.5, True, 40, 0)
+    assert default.own_advantage is OWN_ADVANTAGE_DEFAULT
     budget = instantiate(compose_config(["trainer.iterations=90", "trainer.max_env_steps=7000"]).exploration)
     assert (budget.anneal, budget.anneal_env_steps) == (90, 7000)
     constant = instantiate(compose_config(["exploration.anneal=0"]).exploration)
     assert constant.current_beta() == 0.5 and constant.progress() == 0.0
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(  # groups of trajectories, each a list of row bonuses
+        st.lists(
+            st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=5), min_size=1, max_size=5
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.randoms(),
+)
+def test_the_intrinsic_stream_normalises_summed_bonuses_within_each_group(groups, rng):
+    """Oracle: ``statistics`` over each group's trajectory sums; every row of a trajectory gets its value."""
+    rows = [(g, 7 * j + 2, b) for g, trajs in enumerate(groups) for j, bs in enumerate(trajs) for b in bs]
+    traj_ids = {}  # (group, j) -> a unique, non-dense trajectory id
+    rows = [(g, traj_ids.setdefault((g, t), 100 + 3 * len(traj_ids)), b) for g, t, b in rows]
+    rng.shuffle(rows)
+    got = intrinsic_advantages(
+        torch.tensor([b for *_, b in rows], dtype=torch.float64),
+        torch.tensor([t for _, t, _ in rows]),
+        torch.tensor([50 - g for g, *_ in rows]),
+    )
+    want = {}
+    for g, trajs in enumerate(groups):
+        sums = [math.fsum(bs) for bs in trajs]
+        spread = statistics.stdev(sums) if len(sums) > 1 else 0.0
+        mean = statistics.fmean(sums)
+        for j, total in enumerate(sums):
+            want[traj_ids[(g, 7 * j + 2)]] = 0.0 if len(sums) == 1 else (total - mean) / (spread + 1e-6)
+    assert got.tolist() == pytest.approx([want[t] for _, t, _ in rows], rel=1e-6, abs=1e-6)
+
+
+def test_with_its_own_advantage_the_bonus_leaves_the_rewards_and_adds_beta_times_the_stream():
+    # one group: traj 0 finds a, b (new); traj 1 finds a, then loops back to a (no new state the second time)
+    batch = _episodes([["s", "a", "b"], ["s", "a", "a"]])
+    batch.group_ids = torch.zeros(len(batch), dtype=torch.long)
+    rewards = batch.rewards.clone()
+    metrics = CountBonus(beta=0.5, own_advantage=True)(batch)
+    assert torch.equal(batch.rewards, rewards)
+    # N(a) = 3, N(b) = 1: I(0) = 1/sqrt(3) + 1, I(1) = 1/sqrt(3); the two normalise to +-1/sqrt(2)
+    z = 1 / (1 + 2e-6 / math.sqrt(2)) / math.sqrt(2)  # (x - mean) / (std + eps) with std = 1/sqrt(2)
+    want = [0.5 * z, 0.5 * z, -0.5 * z, -0.5 * z]
+    assert batch.extras["intrinsic_advantages"].tolist() == pytest.approx(want, rel=1e-9)
+    assert metrics["rollout/intrinsic_adv_abs"] == pytest.approx(0.5 * z)
+    estimator = torch.tensor([1.0, -1.0, 0.25, 0.0], dtype=torch.float32)
+    added = CountBonus(own_advantage=True).advantages(batch, estimator)
+    assert added.dtype == torch.float32 and added.tolist() == pytest.approx(
+        [1 + 0.5 * z, -1 + 0.5 * z, 0.25 - 0.5 * z, -0.5 * z]
+    )
+    assert NoBonus().advantages(batch, estimator) is estimator
 
 
 def test_the_counts_survive_a_weights_only_checkpoint(tmp_path):
@@ -299,3 +355,21 @@ def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(t
         "train/loss",
     ):
         assert resumed[key] == straight[key], key
+
+
+def test_with_its_own_advantage_the_estimator_sees_the_env_rewards(tiny_overrides, tmp_path):
+    """Real runs: at iteration 0 (same policy, same rollout) the estimator's own statistics are exactly those of
+    exploration=none, while the update differs; beta 0 trains exactly like no bonus."""
+    own = ("exploration=count", "exploration.own_advantage=true")
+    train(_cfg(tiny_overrides, tmp_path, "own", *own, "env.max_turns=8"))
+    train(_cfg(tiny_overrides, tmp_path, "off", "exploration=none", "env.max_turns=8"))
+    uri_own, uri_off = f"sqlite:///{tmp_path / 'own'}.db", f"sqlite:///{tmp_path / 'off'}.db"
+    for key in ("adv/mean", "adv/std", "rollout/return"):
+        assert _history(uri_own, key)[0] == _history(uri_off, key)[0], key
+    assert _history(uri_own, "rollout/intrinsic_adv_abs")[0][1] > 0
+    assert _history(uri_own, "train/loss")[0] != _history(uri_off, "train/loss")[0]
+    zero = train(_cfg(tiny_overrides, tmp_path, "zero", *own, "exploration.beta=0", "env.max_turns=8"))
+    off = train(_cfg(tiny_overrides, tmp_path, "off2", "exploration=none", "env.max_turns=8"))
+    for key in off:
+        if not key.startswith(("time/", "perf/")):
+            assert zero[key] == off[key], key
