@@ -30,18 +30,20 @@ episode (in the goal too) stopped the bonus (docs/WHY_RUNS_FAIL.md). Paid once p
 loop or an invalid word earns nothing, so only reaching new ground does; this is the episodic-novelty gate of
 Never Give Up (Badia et al. 2020, arXiv 2002.06038) on top of the lifelong count.
 
-``own_advantage`` (on by default) keeps the bonus out of the rewards. It becomes a second advantage stream,
-normalised on its own, in the manner of the separate intrinsic value stream of RND (Burda et al. 2018, arXiv
-1810.12894)::
+``own_advantage`` keeps the bonus out of the rewards. It becomes a second advantage stream, normalised on its
+own, in the manner of the separate intrinsic value stream of RND (Burda et al. 2018, arXiv 1810.12894)::
 
-    I(tau)  = sum over tau's rows of first_visit / sqrt(N(s_{t+1}))         (the bonus with beta = 1)
-    A_int   = (I(tau) - mean_g I) / (std_g I + eps)   over the trajectories of tau's group g (unbiased std)
-    A_i     = A_estimator,i + beta_c * A_int(tau_i)                          (every row of tau)
+    b_t    = first_visit_t / sqrt(N(s_{t+1}))                     (the bonus with beta = 1)
+    A_int  = GiGPO's advantage of the rewards b in mode mean_std_norm ("GiGPO w/ std"): the trajectory's
+             summed b normalised in its group, plus the discounted b-to-go (gamma 0.95) normalised in its
+             anchor-state step group; no invalid penalty, groups of one at 0
+    A_i    = A_estimator,i + beta_c * A_int,i
 
-So the estimator sees the env's own rewards, exactly as with ``exploration=none``, and the exploration
-signal has the same size whatever the env's reward scale: on CliffWalking a bonus added to the rewards is
-about 0.5 beside -1 a step and -100 a fall, and the estimator's advantages drown it (docs/WHY_RUNS_FAIL.md).
-A group whose trajectories found equally new ground (all 0 once the map is known) gets A_int = 0.
+So the estimator sees the env's own rewards, exactly as with ``exploration=none``, and the exploration signal
+has the same size whatever the env's reward scale. A bonus added to the rewards is about 0.5 on CliffWalking,
+beside -1 a step and -100 a fall, and the estimator's advantages drown it (docs/WHY_RUNS_FAIL.md). The step
+level gives the credit to the state the new ground was reached from; a group in which every trajectory found
+equally new ground (all 0 once the map is known) gets 0.
 
 Only the estimators see the bonus: ``rollout/success_rate`` and ``rollout/return`` stay the env's own. The
 bonus is logged as ``rollout/novelty_bonus`` (mean per step row), ``rollout/distinct_states`` (states
@@ -59,8 +61,11 @@ from typing import Optional
 
 import torch
 
-from gigpo_lab.advantages.grouping import dense_ids, group_normalize, segment_sum
+from gigpo_lab.advantages.gigpo import GiGPO
 from gigpo_lab.batch import StepBatch
+
+#: The estimator of the intrinsic stream: GiGPO w/ std on the bonus alone (module docstring).
+_INTRINSIC = GiGPO(mode="mean_std_norm", invalid_action_penalty=0.0, episode_singleton="zero")
 
 
 def state_key(anchor: str) -> str:
@@ -167,7 +172,7 @@ class CountBonus:
             "rollout/novelty_beta": beta,
         }
         if self.own_advantage:  # normalised per group, so the stream is computed from the beta = 1 bonus
-            intrinsic = beta * intrinsic_advantages(visits / n.sqrt(), batch.traj_ids, batch.group_ids)
+            intrinsic = beta * intrinsic_advantages(visits / n.sqrt(), batch)
             batch.extras["intrinsic_advantages"] = intrinsic
             metrics["rollout/intrinsic_adv_abs"] = intrinsic.abs().mean().item() if len(intrinsic) else 0.0
         else:
@@ -189,23 +194,18 @@ class CountBonus:
         self.collections = int(state.get("collections", 0))
 
 
-def intrinsic_advantages(
-    bonus: torch.Tensor, traj_ids: torch.Tensor, group_ids: torch.Tensor
-) -> torch.Tensor:
-    """The intrinsic stream A_int (module docstring), broadcast to the rows.
-
-    bonus: (N,) float64, each row's bonus; traj_ids, group_ids: (N,) int64, rows in any order.
-    Returns (N,) float64: (I(tau) - mean) / (std + 1e-6) over the trajectories of each group, where I(tau)
-    sums tau's bonuses; 0 for a group of one trajectory or of equal I.
-    """
-    if len(bonus) == 0:
-        return bonus.clone()
-    traj, n_traj = dense_ids(traj_ids)
-    per_traj = segment_sum(bonus, traj, n_traj)
-    group_of_traj = torch.zeros(n_traj, dtype=torch.int64).scatter_(0, traj, group_ids.to(torch.int64))
-    group, n_groups = dense_ids(group_of_traj)
-    a = group_normalize(per_traj, group, n_groups, mode="mean_std_norm", eps=1e-6, singleton="zero")
-    return a.index_select(0, traj)
+def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch) -> torch.Tensor:
+    """The intrinsic stream A_int (module docstring): GiGPO's advantage of the per-row ``bonus`` (N,) float64,
+    in ``mean_std_norm`` mode with no invalid penalty and groups of one at 0 (gamma 0.95, omega 1).
+    Needs ``batch``'s ``group_ids``, ``traj_ids``, ``step_ids`` and ``anchor_ids`` (N,). Returns (N,) float64."""
+    rows = StepBatch(
+        rewards=bonus,
+        group_ids=batch.group_ids,
+        traj_ids=batch.traj_ids,
+        step_ids=batch.step_ids,
+        anchor_ids=batch.anchor_ids,
+    )
+    return _INTRINSIC(rows).advantages
 
 
 def first_visits(batch: StepBatch) -> torch.Tensor:

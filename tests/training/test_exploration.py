@@ -5,10 +5,10 @@ checkpointed and resumed)."""
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter
 from functools import partial
 
+import advantage_oracle as oracle
 import gymnasium as gym
 import pytest
 import torch
@@ -24,6 +24,8 @@ from gigpo_lab.policy import build_tiny_policy
 from gigpo_lab.rollout import build_torch_engine
 from gigpo_lab.rollout.collector import Collector
 from gigpo_lab.train import train
+
+oracle_batches, oracle_columns = oracle.batches, oracle.columns
 
 OWN_ADVANTAGE_DEFAULT = False  # the measured default (docs/WHY_RUNS_FAIL.md)
 
@@ -183,54 +185,47 @@ def test_the_default_anneals_over_the_run_budget_whichever_ends_it():
     assert constant.current_beta() == 0.5 and constant.progress() == 0.0
 
 
-@settings(max_examples=80, deadline=None)
-@given(
-    st.lists(  # groups of trajectories, each a list of row bonuses
-        st.lists(
-            st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=5), min_size=1, max_size=5
-        ),
-        min_size=1,
-        max_size=4,
-    ),
-    st.randoms(),
-)
-def test_the_intrinsic_stream_normalises_summed_bonuses_within_each_group(groups, rng):
-    """Oracle: ``statistics`` over each group's trajectory sums; every row of a trajectory gets its value."""
-    rows = [(g, 7 * j + 2, b) for g, trajs in enumerate(groups) for j, bs in enumerate(trajs) for b in bs]
-    traj_ids = {}  # (group, j) -> a unique, non-dense trajectory id
-    rows = [(g, traj_ids.setdefault((g, t), 100 + 3 * len(traj_ids)), b) for g, t, b in rows]
-    rng.shuffle(rows)
-    got = intrinsic_advantages(
-        torch.tensor([b for *_, b in rows], dtype=torch.float64),
-        torch.tensor([t for _, t, _ in rows]),
-        torch.tensor([50 - g for g, *_ in rows]),
-    )
-    want = {}
-    for g, trajs in enumerate(groups):
-        sums = [math.fsum(bs) for bs in trajs]
-        spread = statistics.stdev(sums) if len(sums) > 1 else 0.0
-        mean = statistics.fmean(sums)
-        for j, total in enumerate(sums):
-            want[traj_ids[(g, 7 * j + 2)]] = 0.0 if len(sums) == 1 else (total - mean) / (spread + 1e-6)
-    assert got.tolist() == pytest.approx([want[t] for _, t, _ in rows], rel=1e-6, abs=1e-6)
+@settings(max_examples=150, deadline=None)
+@given(oracle_batches())
+def test_the_intrinsic_stream_is_gigpo_w_std_of_the_bonus_against_the_loop_oracle(rows):
+    """Each row's reward stands for its bonus; invalid flags are present and must not matter (no penalty)."""
+    cols = oracle_columns(rows)
+    batch = StepBatch(**{k: v for k, v in cols.items() if k not in ("anchor_texts",)})
+    got = intrinsic_advantages(cols["rewards"], batch)
+    want = oracle.gigpo(rows, mode="mean_std_norm", invalid_action_penalty=0.0, episode_singleton="zero")
+    assert got.tolist() == pytest.approx(want, rel=1e-6, abs=1e-6)
 
 
 def test_with_its_own_advantage_the_bonus_leaves_the_rewards_and_adds_beta_times_the_stream():
-    # one group: traj 0 finds a, b (new); traj 1 finds a, then loops back to a (no new state the second time)
+    # one group: traj 0 finds a, b (new); traj 1 finds a, then stays in a (no new state the second time)
     batch = _episodes([["s", "a", "b"], ["s", "a", "a"]])
     batch.group_ids = torch.zeros(len(batch), dtype=torch.long)
+    ids = {"s": 0, "a": 1, "b": 2}
+    batch.anchor_ids = torch.tensor([ids[x] for x in batch.anchor_texts])
     rewards = batch.rewards.clone()
     metrics = CountBonus(beta=0.5, own_advantage=True)(batch)
     assert torch.equal(batch.rewards, rewards)
-    # N(a) = 3, N(b) = 1: I(0) = 1/sqrt(3) + 1, I(1) = 1/sqrt(3); the two normalise to +-1/sqrt(2)
-    z = 1 / (1 + 2e-6 / math.sqrt(2)) / math.sqrt(2)  # (x - mean) / (std + eps) with std = 1/sqrt(2)
-    want = [0.5 * z, 0.5 * z, -0.5 * z, -0.5 * z]
+    # N(a) = 3, N(b) = 1, first visits only: the row bonuses are [1/sqrt(3), 1] and [1/sqrt(3), 0]
+    bonus = [1 / math.sqrt(3), 1.0, 1 / math.sqrt(3), 0.0]
+    rows = [
+        oracle.Row(0, j, t, bonus[2 * j + t], int(batch.anchor_ids[2 * j + t]), False)
+        for j in (0, 1)
+        for t in (0, 1)
+    ]
+    want = [
+        0.5 * a
+        for a in oracle.gigpo(
+            rows, mode="mean_std_norm", invalid_action_penalty=0.0, episode_singleton="zero"
+        )
+    ]
     assert batch.extras["intrinsic_advantages"].tolist() == pytest.approx(want, rel=1e-9)
-    assert metrics["rollout/intrinsic_adv_abs"] == pytest.approx(0.5 * z)
+    assert want[0] > 0 > want[2]  # the trajectory that found b is pushed up, from its first state on
+    assert metrics["rollout/intrinsic_adv_abs"] == pytest.approx(sum(map(abs, want)) / 4)
     estimator = torch.tensor([1.0, -1.0, 0.25, 0.0], dtype=torch.float32)
     added = CountBonus(own_advantage=True).advantages(batch, estimator)
-    assert added.dtype == torch.float32 and added.tolist() == pytest.approx(
-        [1 + 0.5 * z, -1 + 0.5 * z, 0.25 - 0.5 * z, -0.5 * z]
+    assert added.dtype == torch.float32
+    assert added.tolist() == pytest.approx(
+        [e + w for e, w in zip(estimator.tolist(), want, strict=True)], rel=1e-6
     )
     assert NoBonus().advantages(batch, estimator) is estimator
 
