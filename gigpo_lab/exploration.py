@@ -159,7 +159,7 @@ class CountBonus:
         """Count the batch's next states and pay the bonus: added to ``batch.rewards`` (N,), or, with
         ``own_advantage``, kept in ``batch.extras["intrinsic_advantages"]`` (N,) float64 for ``advantages``.
         Needs ``extras["next_anchors"]`` (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and
-        ``anchor_texts``; with ``own_advantage``, ``traj_ids`` and ``group_ids``)."""
+        ``anchor_texts``; with ``own_advantage``, ``group_ids``, ``traj_ids``, ``step_ids`` and ``anchor_ids``)."""
         beta = self.current_beta()  # before counting this batch: its progress is the earlier collections'
         n, new = self.count(batch.extras["next_anchors"])
         self.collections += 1
@@ -253,11 +253,12 @@ class CountBonusConfig:
     #: over that budget (the earlier of the two clocks wins). Each rank counts only its own rows, so a run on
     #: W ranks with a step budget should set it to trainer.max_env_steps / W.
     anneal_env_steps: Optional[int] = "${oc.select:trainer.max_env_steps,null}"  # type: ignore[assignment]  # noqa: UP045
-    #: true = the bonus is its own advantage stream: the rewards stay the env's, each trajectory's summed bonus
-    #: is normalised within its group (mean and std over the group's trajectories), and beta times that is
-    #: added to the estimator's advantages, so its size does not depend on the env's reward scale. false =
-    #: the bonus is added to the step rewards the estimator sees (docs/WHY_RUNS_FAIL.md).
-    own_advantage: bool = False
+    #: true = the bonus is its own advantage stream: the rewards stay the env's, GiGPO w/ std (mode
+    #: mean_std_norm, gamma 0.95, no invalid penalty) turns the per-step bonuses into advantages, and beta times
+    #: those is added to the estimator's advantages, so the exploration signal has one size whatever the
+    #: env's reward scale. false = the bonus is added to the step rewards the estimator sees (the earlier
+    #: default; docs/WHY_RUNS_FAIL.md).
+    own_advantage: bool = True
 
 
 #: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).

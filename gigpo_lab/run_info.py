@@ -68,6 +68,14 @@ def validate_config(cfg: DictConfig) -> None:
                 f"trainer.optimizer.lr={lr!r} must be a number >= 0 (0 = frozen)",
             )
         )
+    clip = cfg.trainer.reward_clip  # a float or None (trainer schema)
+    checks.append(
+        (
+            clip is None or 0 < clip < math.inf,
+            f"trainer.reward_clip={clip!r} must be a number > 0 (the rewards are clipped to [-c, c]), or null for "
+            "the env's rewards unclipped",
+        )
+    )
     rate = cfg.rollout.max_env_error_rate  # a float (rollout schema)
     checks.append((0 <= rate <= 1, f"rollout.max_env_error_rate={rate!r} must lie in [0, 1]"))
     omega = cfg.estimator.get("step_advantage_weight")

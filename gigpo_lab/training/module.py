@@ -200,6 +200,9 @@ class GiGPOModule(L.LightningModule):
         batch, rollout = self.collector.collect(seeds, gen)
         rollout.update(self._score(batch))
         rollout.update(group_signal(batch.extras["returns"], batch.extras["traj_group"]))
+        if self.loop.reward_clip is not None:  # what the estimators see; the metrics above are the env's
+            c = self.loop.reward_clip
+            batch.rewards = batch.rewards.clamp(-c, c)
         # a bonus on the rewards the estimator sees, not on the metrics
         rollout.update(self.exploration(batch))
         t1 = time.perf_counter()

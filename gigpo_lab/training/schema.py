@@ -104,6 +104,12 @@ class TrainerConfig:
     #: Stop an iteration's remaining optimizer steps once a minibatch's approx_kl exceeds this (SB3's
     #: target_kl); null = never.
     target_kl: Optional[float] = None  # noqa: UP045
+    #: Clip every step reward the estimators see to [-c, c] (DQN's reward clipping, Mnih et al. 2015), after
+    #: the rollout and before any exploration bonus; rollout/return, success and the logged returns stay the
+    #: env's own. 1.0 puts every env on one scale, that of the count bonus and the invalid penalty: on
+    #: CliffWalking a -100 fall otherwise drowns the rarer success signal (docs/WHY_RUNS_FAIL.md); rewards in
+    #: [-1, 1] (FrozenLake) are unchanged, bit for bit. null = the env's rewards as they are.
+    reward_clip: Optional[float] = 1.0  # noqa: UP045
     #: Clip the global gradient norm to this; null = no clipping. Part of the update rule (PPO's
     #: max_grad_norm), so it lives here and not under lightning, though Lightning applies it.
     gradient_clip_val: Optional[float] = 1.0  # noqa: UP045

@@ -64,6 +64,8 @@ BAD_VALUES = [
     ("trainer.checkpoint_every=0", r"trainer.checkpoint_every=0 must be an int >= 1"),
     ("trainer.optimizer.lr=-1e-3", r"trainer.optimizer.lr=-0.001 must be a number >= 0"),
     ("rollout.max_env_error_rate=1.5", r"rollout.max_env_error_rate=1.5 must lie in \[0, 1\]"),
+    ("trainer.reward_clip=0", r"trainer.reward_clip=0.0 must be a number > 0 .*or null"),
+    ("trainer.reward_clip=-1", r"trainer.reward_clip=-1.0 must be a number > 0"),
 ]
 
 

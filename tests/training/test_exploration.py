@@ -27,7 +27,7 @@ from gigpo_lab.train import train
 
 oracle_batches, oracle_columns = oracle.batches, oracle.columns
 
-OWN_ADVANTAGE_DEFAULT = False  # the measured default (docs/WHY_RUNS_FAIL.md)
+OWN_ADVANTAGE_DEFAULT = True  # the measured default (docs/WHY_RUNS_FAIL.md)
 
 
 def _batch(next_anchors: list[str], rewards: list[float] | None = None) -> StepBatch:
@@ -308,7 +308,14 @@ def test_on_by_default_and_beta_zero_trains_exactly_like_no_bonus(tiny_overrides
 
 def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(tiny_overrides, tmp_path):
     # annealed over 3 collections, so that the resumed run must also restore the annealing clock
-    on = ("exploration=count", "exploration.beta=0.5", "exploration.anneal=3", "trainer.iterations=4")
+    # the bonus on the rewards (own_advantage=false), so that the estimator's own statistics show it
+    on = (
+        "exploration=count",
+        "exploration.beta=0.5",
+        "exploration.anneal=3",
+        "exploration.own_advantage=false",
+        "trainer.iterations=4",
+    )
     straight = train(_cfg(tiny_overrides, tmp_path, "a", *on))
     train(_cfg(tiny_overrides, tmp_path, "off", "exploration=none", "trainer.iterations=1"))
     uri_a, uri_off = f"sqlite:///{tmp_path / 'a'}.db", f"sqlite:///{tmp_path / 'off'}.db"
@@ -368,3 +375,28 @@ def test_with_its_own_advantage_the_estimator_sees_the_env_rewards(tiny_override
     for key in off:
         if not key.startswith(("time/", "perf/")):
             assert zero[key] == off[key], key
+
+
+def test_reward_clipping_leaves_frozenlake_bit_exact_and_caps_cliffwalkings_falls(tiny_overrides, tmp_path):
+    """Real runs: FrozenLake's rewards lie in [0, 1], so the default clip trains exactly like none; on
+    CliffWalking (-1 a step, -100 a fall) the estimator sees clipped rewards while the logged return is the env's."""
+    clipped = train(_cfg(tiny_overrides, tmp_path, "clipped"))
+    unclipped = train(_cfg(tiny_overrides, tmp_path, "unclipped", "trainer.reward_clip=null"))
+    for key in unclipped:
+        if not key.startswith(("time/", "perf/")):
+            assert clipped[key] == unclipped[key], key
+    cliff = (
+        "env=cliffwalking",
+        "env.max_turns=30",
+        "rollout.groups=4",
+        "exploration=none",
+        "trainer.iterations=1",
+    )
+    train(_cfg(tiny_overrides, tmp_path, "cc", *cliff))
+    train(_cfg(tiny_overrides, tmp_path, "cu", *cliff, "trainer.reward_clip=null"))
+    uri_c, uri_u = f"sqlite:///{tmp_path / 'cc'}.db", f"sqlite:///{tmp_path / 'cu'}.db"
+    # one seed's first rollout: the same episodes, some of them with a fall (the return is below -12)
+    assert _history(uri_c, "rollout/return") == _history(uri_u, "rollout/return")
+    assert _history(uri_u, "rollout/return")[0][1] < -30
+    # the estimator's advantages of clipped rewards (every step -1) are far smaller than with -100 falls
+    assert _history(uri_c, "adv/std")[0][1] < _history(uri_u, "adv/std")[0][1] / 5
