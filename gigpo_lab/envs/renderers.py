@@ -6,7 +6,8 @@ it learns across states. They read the observation only: no reward, no knowledge
 
     env=gym_discrete env.id=CliffWalking-v1 env.renderer=gigpo_lab.envs.renderers:cliffwalking
     env=gym_discrete env.id=Taxi-v4 env.renderer=gigpo_lab.envs.renderers:taxi
-    env=gym_discrete env.id=FrozenLake-v1 env.renderer=gigpo_lab.envs.renderers:frozenlake_4x4
+    env=gym_discrete env.id=FrozenLake-v1 env.renderer=gigpo_lab.envs.renderers:frozenlake_4x4 \
+        env.success_on=terminated_positive   # a hole terminates too; only the goal pays 1
 """
 
 from __future__ import annotations
