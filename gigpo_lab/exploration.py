@@ -47,8 +47,9 @@ equally new ground (all 0 once the map is known) gets 0.
 
 Only the estimators see the bonus: ``rollout/success_rate`` and ``rollout/return`` stay the env's own. The
 bonus is logged as ``rollout/novelty_bonus`` (mean per step row), ``rollout/distinct_states`` (states
-counted so far), ``rollout/new_states`` (first seen this iteration) and ``rollout/novelty_beta`` (the
-iteration's annealed beta). Several ranks count separately.
+counted so far), ``rollout/new_states`` (first seen this iteration), ``rollout/novelty_beta`` (the
+iteration's annealed beta) and, with ``own_advantage``, ``rollout/intrinsic_adv_abs`` (the mean |beta_c *
+A_int| per row). Several ranks count separately.
 """
 
 from __future__ import annotations
