@@ -10,6 +10,7 @@ The layout for one group of G=3 trajectories (A of 3 steps, B of 2, C of 1)::
     anchor_id  a0   a1   a2   a0   a3   a0     id of the raw observation at t (equal id = same state)
     reward     r    r    r    r    r    r      env reward for this step
     invalid    F    F    F    T    F    F      the text could not be parsed into an action
+    truncated  F    F    F    F    T    F      the episode ended here by the time limit, not by the env
 
 Token tensors (``prompt_ids``, ``response_ids``, masks, log-probs) are optional: the estimators only need
 the scalar columns; the loss needs the tokens.
@@ -29,6 +30,7 @@ COLUMN_PROVIDERS: dict[str, str] = {
     "step_ids": "the collector's turn counter t",
     "anchor_ids": "the env's info['anchor'] (the raw current state); the env must report it",
     "invalid": "the TextActionWrapper's info['invalid'] flag",
+    "truncated": "the collector (gymnasium's truncated and not terminated, on an episode's last step)",
     "anchor_texts": "the env's info['anchor'] strings (needed only for anchor_similarity_threshold)",
 }
 
@@ -39,7 +41,8 @@ class StepBatch:
 
     Scalar columns, each shape (N,):
         group_ids: int64. traj_ids: int64. step_ids: int64. anchor_ids: int64.
-        rewards: float. invalid: bool.
+        rewards: float. invalid: bool. truncated: bool, true on the last row of an episode that the time
+        limit cut (gymnasium's truncated and not terminated); absent = no episode was cut.
     Optional token columns:
         prompt_ids: (N, P) int64, left-padded; prompt_mask: (N, P) bool.
         response_ids: (N, R) int64, right-padded; response_mask: (N, R) bool.
@@ -54,6 +57,7 @@ class StepBatch:
     step_ids: torch.Tensor | None = None
     anchor_ids: torch.Tensor | None = None
     invalid: torch.Tensor | None = None
+    truncated: torch.Tensor | None = None
     anchor_texts: list[str] | None = None
     prompt_ids: torch.Tensor | None = None
     prompt_mask: torch.Tensor | None = None
@@ -69,7 +73,16 @@ class StepBatch:
 
     def columns(self) -> dict[str, object]:
         """The estimator columns of this batch, by the keyword names of ``compute_advantages``."""
-        names = ("rewards", "group_ids", "traj_ids", "step_ids", "anchor_ids", "invalid", "anchor_texts")
+        names = (
+            "rewards",
+            "group_ids",
+            "traj_ids",
+            "step_ids",
+            "anchor_ids",
+            "invalid",
+            "truncated",
+            "anchor_texts",
+        )
         return {n: getattr(self, n) for n in names}
 
     def select(self, index: torch.Tensor) -> StepBatch:

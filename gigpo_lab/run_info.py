@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from gigpo_lab.tracking.sweep import sweep_context
 
 #: Columns every collector provides whatever the env; the rest depend on what the env reports.
-_BASE_COLUMNS = ("rewards", "group_ids", "traj_ids", "step_ids", "invalid")
+_BASE_COLUMNS = ("rewards", "group_ids", "traj_ids", "step_ids", "invalid", "truncated")
 
 
 def _is_int(value) -> bool:

@@ -19,6 +19,7 @@ def compute_advantages(
     step_ids: torch.Tensor | None = None,
     anchor_ids: torch.Tensor | None = None,
     invalid: torch.Tensor | None = None,
+    truncated: torch.Tensor | None = None,
     anchor_texts: Sequence[str] | None = None,
     **params: object,
 ) -> torch.Tensor:
@@ -31,6 +32,8 @@ def compute_advantages(
         step_ids: (N,) int, 0..T-1 within each trajectory (gigpo, gigpo_step_index).
         anchor_ids: (N,) int, equal id = same state (gigpo).
         invalid: (N,) bool, the action text could not be parsed (absent: no invalid rows).
+        truncated: (N,) bool, true on the last row of an episode cut by the time limit (gigpo with
+            ``bootstrap_truncated``).
         anchor_texts: N str (gigpo with ``anchor_similarity_threshold``).
         **params: the estimator's parameters, e.g. ``step_advantage_weight=0.6``.
     Returns:
@@ -49,6 +52,7 @@ def compute_advantages(
         step_ids=step_ids,
         anchor_ids=anchor_ids,
         invalid=invalid,
+        truncated=truncated,
         anchor_texts=None if anchor_texts is None else list(anchor_texts),
     )
     return estimator(batch).advantages

@@ -5,6 +5,7 @@ ALGORITHMS.md, "gigpo"; verl-agent ``gigpo/core_gigpo.py`` (``compute_gigpo_outc
     A_i   = A^E_i + omega * A^S_i
     A^E_i = grpo's advantage (episode level), same mode and options
     G_t   = r_t + gamma * G_{t+1}              env rewards only, backwards over each trajectory
+            (+ gamma^(T-t) * V_tail on an episode the time limit cut, only with bootstrap_truncated)
     A^S_i = norm(G_i - p_i) within the step group of row i    (the penalty p_i is not discounted)
 
 A step group is the set of rows of one ``group_id`` with the same anchor (the raw current observation),
@@ -27,6 +28,7 @@ from gigpo_lab.advantages.base import (
     SINGLETON_POLICIES,
     Estimator,
     Singleton,
+    check_bool,
     check_choice,
     check_real,
     summary_metrics,
@@ -35,7 +37,7 @@ from gigpo_lab.advantages.grouping import group_normalize, group_stats, pack
 from gigpo_lab.advantages.grpo import EpisodeLevel, GRPOSchema, episode_advantages
 from gigpo_lab.advantages.prepare import Rows
 from gigpo_lab.advantages.registry import register_estimator
-from gigpo_lab.advantages.returns import discounted_returns
+from gigpo_lab.advantages.returns import discounted_returns, truncated_tail
 from gigpo_lab.advantages.similarity import similarity_step_groups
 
 
@@ -53,6 +55,11 @@ class GiGPO(Estimator):
             return, mean 0 / std 1 substituted).
         anchor_similarity_threshold: None (exact anchor ids, the default) or a value in (0, 1): cluster the
             text anchors of each group by ``difflib`` ratio (needs ``anchor_texts``; see ``similarity.py``).
+        bootstrap_truncated: false (ALGORITHMS.md: G_t stops at the episode's last step) or true: an
+            episode that the time limit cut (the ``truncated`` column) continues, in G_t, at its own mean
+            reward forever (``returns.truncated_tail``; needs gamma < 1). Without it, in an env that charges
+            every step, a state visited late in a cut episode has a higher G_t than the same state visited
+            early, so the step groups reward being late (docs/WHY_RUNS_FAIL.md, cause 6).
     Note: with ``mode=mean_std_norm`` this is the paper's "GiGPO w/ std"; ``mean_norm`` is "w/o std".
     """
 
@@ -67,6 +74,7 @@ class GiGPO(Estimator):
         episode_singleton: str = "raw",
         step_singleton: str = "zero",
         anchor_similarity_threshold: float | None = None,
+        bootstrap_truncated: bool = False,
     ) -> None:
         name = self.name
         self.step_advantage_weight = check_real(name, "step_advantage_weight", step_advantage_weight, low=0.0)
@@ -91,18 +99,26 @@ class GiGPO(Estimator):
                 low_open=True,
                 high_open=True,
             )
+        self.bootstrap_truncated = check_bool(name, "bootstrap_truncated", bootstrap_truncated)
+        if self.bootstrap_truncated and self.gamma == 1.0:
+            raise ValueError(
+                f"{name}: bootstrap_truncated needs gamma < 1 (the tail m / (1 - gamma) of a cut episode is "
+                "infinite at gamma = 1); set estimator.gamma below 1 or estimator.bootstrap_truncated=false"
+            )
         super().__init__(
             step_advantage_weight=self.step_advantage_weight,
             gamma=self.gamma,
             **vars(self.episode),
             step_singleton=self.step_singleton,
             anchor_similarity_threshold=self.anchor_similarity_threshold,
+            bootstrap_truncated=self.bootstrap_truncated,
         )
 
     @property
     def requires(self) -> tuple[str, ...]:
         anchors = "anchor_ids" if self.anchor_similarity_threshold is None else "anchor_texts"
-        return (*BASE_COLUMNS, "step_ids", anchors)
+        cut = ("truncated",) if self.bootstrap_truncated else ()
+        return (*BASE_COLUMNS, "step_ids", anchors, *cut)
 
     def step_groups(self, rows: Rows) -> tuple[torch.Tensor, int]:
         """Step-group ids (N,) int64 in 0..S-1 and S: equal anchors inside one ``group_id``."""
@@ -117,6 +133,10 @@ class GiGPO(Estimator):
         episode = episode_advantages(rows, level)
         # Discounted env-reward return, then the undiscounted penalty of the row (verl-agent core_gigpo.py).
         returns = discounted_returns(rows.rewards, rows.traj, rows.layout, self.gamma)
+        if self.bootstrap_truncated:
+            returns = returns + truncated_tail(
+                rows.rewards, rows.traj, rows.step, rows.layout, rows.truncated, self.gamma
+            )
         returns = returns - level.invalid_action_penalty * rows.invalid
         step_group, n_step_groups = self.step_groups(rows)
         stats = group_stats(returns, step_group, n_step_groups, with_std=level.mode == "mean_std_norm")
@@ -154,6 +174,11 @@ class GiGPOSchema(GRPOSchema):
     step_singleton: Singleton = Singleton.zero
     #: null (exact anchor ids) or a difflib ratio in (0, 1) for clustering text anchors (needs anchor_texts).
     anchor_similarity_threshold: Optional[float] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+    #: false = G_t stops where the episode stops (ALGORITHMS.md); true = an episode that the time limit cut
+    #: continues in G_t at its own mean step reward, V = mean / (1 - gamma) (needs gamma < 1), so that a
+    #: state's step group does not favour the visits made late in a cut episode when every step costs
+    #: (docs/WHY_RUNS_FAIL.md, cause 6). Nothing changes where cut episodes earn 0 per step (FrozenLake).
+    bootstrap_truncated: bool = False
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

@@ -18,7 +18,7 @@ from gigpo_lab.advantages.returns import TrajectoryLayout, trajectory_layout
 from gigpo_lab.batch import COLUMN_PROVIDERS
 
 _ID_COLUMNS = ("group_ids", "traj_ids", "step_ids", "anchor_ids")
-_TENSOR_COLUMNS = ("rewards", *_ID_COLUMNS, "invalid")
+_TENSOR_COLUMNS = ("rewards", *_ID_COLUMNS, "invalid", "truncated")
 
 
 class MissingColumnError(ValueError):
@@ -36,6 +36,7 @@ class Rows:
     group_ids, traj_ids: (N,) the original ids, for messages.
     step: (N,) int64 or None; layout: the (traj, step) layout, set when step_ids is required.
     anchor: (N,) int64 or None. anchor_texts: N str or None.
+    truncated: (N,) bool or None, set when an estimator uses the column and the batch has it.
     """
 
     dtype: torch.dtype
@@ -52,6 +53,7 @@ class Rows:
     layout: TrajectoryLayout | None = None
     anchor: torch.Tensor | None = None
     anchor_texts: list[str] | None = None
+    truncated: torch.Tensor | None = None
 
     @property
     def n(self) -> int:
@@ -99,12 +101,7 @@ def prepare_rows(
 
     invalid = torch.zeros(rewards.shape, dtype=torch.float64, device=device)
     if "invalid" in used and "invalid" in present:
-        flags = present["invalid"].to(device)
-        if flags.dtype != torch.bool and not bool(((flags == 0) | (flags == 1)).all()):
-            raise ValueError(
-                f"{estimator}: invalid must be bool or 0/1, got values {flags.unique().tolist()}"
-            )
-        invalid = flags.to(torch.float64)
+        invalid = _flags(estimator, "invalid", present["invalid"].to(device)).to(torch.float64)
 
     group_ids = present["group_ids"].to(device=device, dtype=torch.int64)
     traj_ids = present["traj_ids"].to(device=device, dtype=torch.int64)
@@ -138,7 +135,16 @@ def prepare_rows(
                 f"{estimator}: anchor_texts must be str; row {wrong} is {type(texts[wrong]).__name__}"
             )
         rows.anchor_texts = texts
+    if "truncated" in used and "truncated" in present:
+        rows.truncated = _flags(estimator, "truncated", present["truncated"].to(device)).to(torch.bool)
     return rows
+
+
+def _flags(estimator: str, name: str, flags: torch.Tensor) -> torch.Tensor:
+    """``flags`` (N,) unchanged if it is bool or 0/1; otherwise a ValueError naming the column."""
+    if flags.dtype != torch.bool and not bool(((flags == 0) | (flags == 1)).all()):
+        raise ValueError(f"{estimator}: {name} must be bool or 0/1, got values {flags.unique().tolist()}")
+    return flags
 
 
 def _check_shapes(estimator: str, present: dict[str, object]) -> None:

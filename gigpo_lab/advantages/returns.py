@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-from gigpo_lab.advantages.grouping import segment_count
+from gigpo_lab.advantages.grouping import segment_count, segment_sum
 
 
 class TrajectoryLayout(NamedTuple):
@@ -100,3 +100,30 @@ def discounted_returns(
         a[-d:] = 0.0
         d *= 2
     return b.index_select(0, position)
+
+
+def truncated_tail(
+    rewards: torch.Tensor,
+    traj: torch.Tensor,
+    step: torch.Tensor,
+    layout: TrajectoryLayout,
+    truncated: torch.Tensor,
+    gamma: float,
+) -> torch.Tensor:
+    """The bootstrapped tail of the episodes that the time limit cut, to add to ``discounted_returns``.
+
+    A trajectory j of T_j rows with a truncated row has an unseen future; its value is estimated as the
+    discounted sum of its own mean step reward m_j forever, V_j = m_j / (1 - gamma), and row t gets
+    gamma^(T_j - t) * V_j (partial-episode bootstrapping, Pardo et al. 2018, arXiv 1712.00378, with this
+    critic-free value). Other trajectories get 0, and so does a cut one whose rewards are all 0.
+
+    rewards: (N,) float; traj, step: (N,) int64 dense trajectory ids and step ids; layout: from
+    ``trajectory_layout``; truncated: (N,) bool; gamma in [0, 1). Returns (N,) in the rows' order.
+    """
+    length = layout.length  # (J,)
+    n_traj = length.numel()
+    mean = segment_sum(rewards, traj, n_traj) / length.to(rewards.dtype)  # (J,)
+    cut = segment_sum(truncated.to(rewards.dtype), traj, n_traj) > 0  # (J,)
+    value = torch.where(cut, mean / (1.0 - gamma), torch.zeros_like(mean))  # (J,)
+    ahead = (length.index_select(0, traj) - step).to(rewards.dtype)  # (N,) T_j - t >= 1
+    return torch.pow(torch.full_like(rewards, float(gamma)), ahead) * value.index_select(0, traj)

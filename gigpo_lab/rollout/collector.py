@@ -116,6 +116,7 @@ class Collector:
             step_ids=rows["step"],
             anchor_ids=intern_strings(anchors),
             invalid=rows["invalid"],
+            truncated=rows["truncated"],
             anchor_texts=anchors,
             prompt_ids=rows["prompt_ids"],
             prompt_mask=rows["prompt_mask"],

@@ -46,6 +46,7 @@ class Turn:
         env_index: (n,) int64, which envs. step: the turn number t (0-based, the same for all n).
         prompt_ids / prompt_mask: (n, P) left-padded. response_ids / response_mask / logprobs: (n, R).
         rewards: (n,) float32. invalid: (n,) bool. anchors: n anchor strings before the step.
+        truncated: (n,) bool, the episode ended at this step by the time limit (truncated, not terminated).
         observations / texts: n prompt observations and decoded responses.
         next_anchors: n anchor strings after the step (an env that raised: the anchor before it).
     """
@@ -59,6 +60,7 @@ class Turn:
     logprobs: torch.Tensor
     rewards: torch.Tensor
     invalid: torch.Tensor
+    truncated: torch.Tensor
     anchors: list[str]
     observations: list[str]
     texts: list[str]
@@ -145,7 +147,7 @@ def play_episodes(
         prompts = [policy.build_prompt(observations[i], anchors[i], history[i]) for i in active]
         prompt_ids, prompt_mask = left_pad(prompts, pad_id)
         out = engine.generate(prompt_ids, prompt_mask, greedy=greedy, generator=generator)
-        rewards, invalid, turn_anchors, turn_obs, still_active = [], [], [], [], []
+        rewards, invalid, cut, turn_anchors, turn_obs, still_active = [], [], [], [], [], []
         next_anchors = []
         for i, text in zip(active, out.texts, strict=True):
             try:
@@ -154,6 +156,7 @@ def play_episodes(
                 errors[i] = EnvError(i, env_label(envs[i]), int(seeds[i]), step, err, traceback.format_exc())
                 rewards.append(0.0)
                 invalid.append(False)
+                cut.append(False)
                 turn_anchors.append(anchors[i])
                 turn_obs.append(observations[i])
                 next_anchors.append(anchors[i])
@@ -166,6 +169,7 @@ def play_episodes(
                 )
             rewards.append(float(reward))
             invalid.append(bool(info.get("invalid", False)))
+            cut.append(bool(truncated) and not bool(terminated))
             turn_anchors.append(anchors[i])
             turn_obs.append(observations[i])
             history[i].append((observations[i], text))
@@ -186,6 +190,7 @@ def play_episodes(
                 logprobs=out.logprobs.float().cpu(),
                 rewards=torch.tensor(rewards, dtype=torch.float32),
                 invalid=torch.tensor(invalid, dtype=torch.bool),
+                truncated=torch.tensor(cut, dtype=torch.bool),
                 anchors=turn_anchors,
                 observations=turn_obs,
                 texts=list(out.texts),
@@ -200,7 +205,7 @@ def stack_turns(turns: Sequence[Turn], pad_id: int) -> dict[str, torch.Tensor]:
     """Concatenate the turns' rows: prompts left-padded and responses right-padded to the widest turn.
 
     Returns tensors over all M rows: env_index, step (M,) int64; prompt_ids/prompt_mask (M, P);
-    response_ids/response_mask/logprobs (M, R); rewards (M,) float32; invalid (M,) bool.
+    response_ids/response_mask/logprobs (M, R); rewards (M,) float32; invalid, truncated (M,) bool.
     """
     width_p = max(t.prompt_ids.shape[1] for t in turns)
     width_r = max(t.response_ids.shape[1] for t in turns)
@@ -223,4 +228,5 @@ def stack_turns(turns: Sequence[Turn], pad_id: int) -> dict[str, torch.Tensor]:
         "logprobs": cat("logprobs", width_r, False, 0.0),
         "rewards": torch.cat([t.rewards for t in turns]),
         "invalid": torch.cat([t.invalid for t in turns]),
+        "truncated": torch.cat([t.truncated for t in turns]),
     }
