@@ -32,6 +32,7 @@ class Row:
     anchor: int
     invalid: bool
     text: str = ""
+    truncated: bool = False  # the time limit cut the episode at this row (its last)
 
 
 # --- the oracle -------------------------------------------------------------------------------------------
@@ -90,8 +91,11 @@ def grpo(
     ]
 
 
-def discounted_returns(rows, gamma):
-    """{(traj, step): G_t} with G_t = r_t + gamma * G_{t+1}, a backwards loop per trajectory."""
+def discounted_returns(rows, gamma, bootstrap_truncated=False):
+    """{(traj, step): G_t} with G_t = r_t + gamma * G_{t+1}, a backwards loop per trajectory.
+
+    With ``bootstrap_truncated`` a trajectory whose last row is cut starts the loop from the value of
+    its mean reward earned forever, mean / (1 - gamma), instead of 0."""
     by_traj = defaultdict(list)
     for r in rows:
         by_traj[r.traj].append(r)
@@ -99,6 +103,8 @@ def discounted_returns(rows, gamma):
     for traj, steps in by_traj.items():
         steps = sorted(steps, key=lambda r: r.step)
         g = 0.0
+        if bootstrap_truncated and steps[-1].truncated:
+            g = _mean([r.reward for r in steps]) / (1.0 - gamma)
         for r in reversed(steps):
             g = r.reward + gamma * g
             out[(traj, r.step)] = g
@@ -135,12 +141,13 @@ def gigpo(
     epsilon=1e-6,
     step_singleton="zero",
     anchor_similarity_threshold=None,
+    bootstrap_truncated=False,
     **episode_params,
 ):
     episode = grpo(
         rows, mode=mode, invalid_action_penalty=invalid_action_penalty, epsilon=epsilon, **episode_params
     )
-    G = discounted_returns(rows, gamma)
+    G = discounted_returns(rows, gamma, bootstrap_truncated)
     step_return = [G[(r.traj, r.step)] - invalid_action_penalty * r.invalid for r in rows]
     if anchor_similarity_threshold is None:
         keys = [(r.group, r.anchor) for r in rows]
@@ -219,6 +226,7 @@ def columns(rows, dtype=torch.float64):
         "step_ids": torch.tensor([r.step for r in rows], dtype=torch.int64),
         "anchor_ids": torch.tensor([r.anchor for r in rows], dtype=torch.int64),
         "invalid": torch.tensor([r.invalid for r in rows], dtype=torch.bool),
+        "truncated": torch.tensor([r.truncated for r in rows], dtype=torch.bool),
         "anchor_texts": [r.text for r in rows],
     }
 
@@ -249,7 +257,8 @@ _reward = st.one_of(
 
 @st.composite
 def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4):
-    """A shuffled list of ``Row``: random groups (singletons included), repeated anchors, invalid rows.
+    """A shuffled list of ``Row``: random groups (singletons included), repeated anchors, invalid rows,
+    and trajectories whose last row is cut by the time limit or not.
 
     Group, trajectory and anchor ids are distinct int64 values, small or arbitrary. About half of the groups get one
     constant reward for all their rows, so constant groups are common.
@@ -264,7 +273,8 @@ def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4):
         constant = draw(st.one_of(st.none(), _reward))
         for _ in range(n):
             j = next(traj_ids)
-            for t in range(draw(st.integers(1, max_steps))):
+            length, cut = draw(st.integers(1, max_steps)), draw(st.booleans())
+            for t in range(length):
                 rows.append(
                     Row(
                         group=g,
@@ -274,6 +284,7 @@ def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4):
                         anchor=draw(st.sampled_from(palette)),
                         invalid=draw(st.booleans()),
                         text=draw(st.sampled_from(TEXTS)),
+                        truncated=cut and t == length - 1,
                     )
                 )
     return draw(st.permutations(rows))

@@ -64,6 +64,17 @@ def test_matches_the_loop_oracle(name, data):
 
 @EXAMPLES
 @given(
+    rows=batches(),
+    params=PARAMS["gigpo"],
+    gamma=st.one_of(st.sampled_from([0.0, 0.95]), st.floats(0.0, 0.99)),
+)
+def test_bootstrap_truncated_matches_the_oracle(rows, params, gamma):
+    """The cut trajectories' tails: the oracle starts its backwards loop from mean / (1 - gamma)."""
+    assert_matches_oracle("gigpo", rows, {**params, "gamma": gamma, "bootstrap_truncated": True})
+
+
+@EXAMPLES
+@given(
     rows=batches(max_steps=4),
     params=PARAMS["gigpo"],
     threshold=st.one_of(st.sampled_from([0.5, 0.9, 0.99]), st.floats(0.01, 0.99)),

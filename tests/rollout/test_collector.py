@@ -21,7 +21,8 @@ MAX_TURNS = 6
 
 
 class StepLog(gym.Wrapper):
-    """Records every env step as (id of this env, anchor before the step, text, reward, invalid, success)."""
+    """Records every env step as (id of this env, anchor before the step, text, reward, invalid, success,
+    cut by the time limit: truncated and not terminated)."""
 
     def __init__(self, env: gym.Env, log: list[tuple]):
         super().__init__(env)
@@ -35,7 +36,10 @@ class StepLog(gym.Wrapper):
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self.log.append((self.uid, "step", self.anchor, action, reward, info["invalid"], info["success"]))
+        cut = truncated and not terminated
+        self.log.append(
+            (self.uid, "step", self.anchor, action, reward, info["invalid"], info["success"], cut)
+        )
         self.anchor = info["anchor"]
         return obs, reward, terminated, truncated, info
 
@@ -60,7 +64,7 @@ def collect(policy, groups, group_size, seeds, gen_seed=0, log=None):
 def check_batch(batch: StepBatch, metrics: dict, groups: int, group_size: int) -> None:
     n_traj = groups * group_size
     n = len(batch)
-    for name in ("rewards", "group_ids", "traj_ids", "step_ids", "anchor_ids", "invalid"):
+    for name in ("rewards", "group_ids", "traj_ids", "step_ids", "anchor_ids", "invalid", "truncated"):
         assert getattr(batch, name).shape == (n,)
     assert batch.prompt_ids.shape == batch.prompt_mask.shape and batch.prompt_ids.shape[0] == n
     assert batch.response_ids.shape == batch.response_mask.shape == batch.old_logprobs.shape
@@ -71,6 +75,8 @@ def check_batch(batch: StepBatch, metrics: dict, groups: int, group_size: int) -
     lengths = torch.bincount(batch.traj_ids, minlength=n_traj)
     max_step = torch.full((n_traj,), -1).scatter_reduce(0, batch.traj_ids, batch.step_ids, "amax")
     assert torch.equal(max_step + 1, lengths)
+    cut = batch.truncated.nonzero().squeeze(1)
+    assert torch.equal(batch.step_ids[cut] + 1, lengths[batch.traj_ids[cut]]), "only a last row is cut"
     assert len(set(zip(batch.traj_ids.tolist(), batch.step_ids.tolist(), strict=True))) == n
     assert torch.equal(batch.group_ids, batch.extras["traj_group"][batch.traj_ids])
     assert torch.equal(torch.bincount(batch.extras["traj_group"]), torch.full((groups,), group_size))
@@ -112,6 +118,7 @@ def test_rows_match_what_the_wrapper_reported(policy):
         assert [batch.anchor_texts[i] for i in rows.tolist()] == [r[0] for r in recorded]
         assert batch.rewards[rows].tolist() == [r[2] for r in recorded]
         assert batch.invalid[rows].tolist() == [r[3] for r in recorded]
+        assert batch.truncated[rows].tolist() == [r[5] for r in recorded]
         assert bool(batch.extras["success"][traj]) == recorded[-1][4]
         texts = [
             policy.tokenizer.decode(batch.response_ids[i][batch.response_mask[i]].tolist())
@@ -127,6 +134,10 @@ def test_rows_match_what_the_wrapper_reported(policy):
         }
         assert len(initial) == 1, "the envs of a group share the initial state"
     assert len({resets[u][1] for u in uid_of_traj}) > 1, "random maps: different seeds, different states"
+    cut = batch.extras["lengths"][batch.traj_ids[batch.truncated]]
+    assert bool((cut == MAX_TURNS).all()) and 0 < len(cut) < groups * group_size, (
+        "this draw has episodes cut at max_turns and episodes that ended in the env"
+    )
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
