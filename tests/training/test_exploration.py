@@ -14,7 +14,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mlflow.tracking import MlflowClient
+from real_runs import assert_same_metrics, history, policy_state, run_cfg
 
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.config_paths import compose_config
@@ -271,38 +271,15 @@ def test_the_collector_reports_the_anchor_after_every_step():
         assert [nxt[i] for i in rows[:-1]] == [batch.anchor_texts[i] for i in rows[1:]]
 
 
-def _history(uri: str, key: str) -> list[tuple[int, float]]:
-    client = MlflowClient(tracking_uri=uri)
-    (run,) = client.search_runs([client.get_experiment_by_name("gigpo-lab").experiment_id])
-    return [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)]
-
-
-def _assert_same_metrics(got: dict[str, float], want: dict[str, float]) -> None:
-    """Two runs' final metrics are equal, key by key, except timings (``time/``, ``perf/``)."""
-    for key in want:
-        if not key.startswith(("time/", "perf/")):
-            assert got[key] == want[key], key
-
-
-def _policy_state(ckpt) -> dict[str, torch.Tensor]:
-    return torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
-
-
-def _cfg(tiny_overrides, tmp_path, name: str, *extra: str):
-    base = [o for o in tiny_overrides if not o.startswith(("output_dir", "tracking.uri"))]
-    out = [f"output_dir={tmp_path / name}", f"tracking.uri=sqlite:///{tmp_path / name}.db"]
-    return compose_config([*base, *out, *extra])
-
-
 def test_on_by_default_and_beta_zero_trains_exactly_like_no_bonus(tiny_overrides, tmp_path):
     assert compose_config([]).exploration._target_ == "gigpo_lab.exploration.CountBonus"
-    off = train(_cfg(tiny_overrides, tmp_path, "off", "exploration=none"))
-    zero = train(_cfg(tiny_overrides, tmp_path, "zero", "exploration=count", "exploration.beta=0"))
+    off = train(run_cfg(tiny_overrides, tmp_path, "off", "exploration=none"))
+    zero = train(run_cfg(tiny_overrides, tmp_path, "zero", "exploration=count", "exploration.beta=0"))
     assert "rollout/novelty_bonus" not in off and zero["rollout/novelty_bonus"] == 0.0
-    _assert_same_metrics(zero, off)
+    assert_same_metrics(zero, off)
     a, b = (
-        _policy_state(tmp_path / "off/checkpoints/last.ckpt"),
-        _policy_state(tmp_path / "zero/checkpoints/last.ckpt"),
+        policy_state(tmp_path / "off/checkpoints/last.ckpt"),
+        policy_state(tmp_path / "zero/checkpoints/last.ckpt"),
     )
     assert all(torch.equal(a[k], b[k]) for k in a)
 
@@ -317,21 +294,21 @@ def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(t
         "exploration.own_advantage=false",
         "trainer.iterations=4",
     )
-    straight = train(_cfg(tiny_overrides, tmp_path, "a", *on))
-    train(_cfg(tiny_overrides, tmp_path, "off", "exploration=none", "trainer.iterations=1"))
+    straight = train(run_cfg(tiny_overrides, tmp_path, "a", *on))
+    train(run_cfg(tiny_overrides, tmp_path, "off", "exploration=none", "trainer.iterations=1"))
     uri_a, uri_off = f"sqlite:///{tmp_path / 'a'}.db", f"sqlite:///{tmp_path / 'off'}.db"
     # iteration 0 samples from the same initial policy: the env's own return and success are unchanged by
     # the bonus, while the advantages the estimator computed differ
     for key in ("rollout/return", "rollout/success_rate", "rollout/invalid_rate"):
-        assert _history(uri_a, key)[0] == _history(uri_off, key)[0], key
-    assert _history(uri_a, "adv/std")[0] != _history(uri_off, "adv/std")[0]
-    bonuses = [v for _, v in sorted(_history(uri_a, "rollout/novelty_bonus"))]
+        assert history(uri_a, key)[0] == history(uri_off, key)[0], key
+    assert history(uri_a, "adv/std")[0] != history(uri_off, "adv/std")[0]
+    bonuses = [v for _, v in sorted(history(uri_a, "rollout/novelty_bonus"))]
     # beta falls 0.5, 1/3, 1/6, 0 (a tiny run may find no new state in some iteration, so the bonus itself
     # is checked only where it must be positive or zero)
     assert bonuses[0] > 0 and bonuses[3] == 0.0
-    betas = [v for _, v in sorted(_history(uri_a, "rollout/novelty_beta"))]
+    betas = [v for _, v in sorted(history(uri_a, "rollout/novelty_beta"))]
     assert betas == pytest.approx([0.5, 1 / 3, 1 / 6, 0.0])
-    distinct = [v for _, v in _history(uri_a, "rollout/distinct_states")]
+    distinct = [v for _, v in history(uri_a, "rollout/distinct_states")]
     assert distinct == sorted(distinct) and distinct[0] >= 1
     ckpt = torch.load(tmp_path / "a/checkpoints/last.ckpt", weights_only=True)
     counts = ckpt["gigpo_lab"]["exploration"]["counts"]
@@ -340,9 +317,9 @@ def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(t
 
     # 2 iterations, then resumed to 4: the counts come back from the checkpoint, so the run is the same
     half = [o for o in on if not o.startswith("trainer.iterations")]
-    train(_cfg(tiny_overrides, tmp_path, "b", *half, "trainer.iterations=2"))
+    train(run_cfg(tiny_overrides, tmp_path, "b", *half, "trainer.iterations=2"))
     resumed = train(
-        _cfg(
+        run_cfg(
             tiny_overrides,
             tmp_path,
             "b",
@@ -364,26 +341,26 @@ def test_with_its_own_advantage_the_estimator_sees_the_env_rewards(tiny_override
     """Real runs: at iteration 0 (same policy, same rollout) the estimator's own statistics are exactly those of
     exploration=none, while the update differs; beta 0 with the bonus in the rewards trains exactly like none."""
     own = ("exploration=count", "exploration.own_advantage=true")
-    train(_cfg(tiny_overrides, tmp_path, "own", *own, "env.max_turns=8"))
-    train(_cfg(tiny_overrides, tmp_path, "off", "exploration=none", "env.max_turns=8"))
+    train(run_cfg(tiny_overrides, tmp_path, "own", *own, "env.max_turns=8"))
+    train(run_cfg(tiny_overrides, tmp_path, "off", "exploration=none", "env.max_turns=8"))
     uri_own, uri_off = f"sqlite:///{tmp_path / 'own'}.db", f"sqlite:///{tmp_path / 'off'}.db"
     for key in ("adv/mean", "adv/std", "rollout/return"):
-        assert _history(uri_own, key)[0] == _history(uri_off, key)[0], key
-    assert _history(uri_own, "rollout/intrinsic_adv_abs")[0][1] > 0
-    assert _history(uri_own, "train/loss")[0] != _history(uri_off, "train/loss")[0]
+        assert history(uri_own, key)[0] == history(uri_off, key)[0], key
+    assert history(uri_own, "rollout/intrinsic_adv_abs")[0][1] > 0
+    assert history(uri_own, "train/loss")[0] != history(uri_off, "train/loss")[0]
     # beta 0 with the bonus in the rewards (the other path; the default's is checked above) adds nothing
     in_rewards = ("exploration=count", "exploration.own_advantage=false", "exploration.beta=0")
-    zero = train(_cfg(tiny_overrides, tmp_path, "zero", *in_rewards, "env.max_turns=8"))
-    off = train(_cfg(tiny_overrides, tmp_path, "off2", "exploration=none", "env.max_turns=8"))
-    _assert_same_metrics(zero, off)
+    zero = train(run_cfg(tiny_overrides, tmp_path, "zero", *in_rewards, "env.max_turns=8"))
+    off = train(run_cfg(tiny_overrides, tmp_path, "off2", "exploration=none", "env.max_turns=8"))
+    assert_same_metrics(zero, off)
 
 
 def test_reward_clipping_leaves_frozenlake_bit_exact_and_caps_cliffwalkings_falls(tiny_overrides, tmp_path):
     """Real runs: FrozenLake's rewards lie in [0, 1], so the default clip trains exactly like none; on
     CliffWalking (-1 a step, -100 a fall) the estimator sees clipped rewards while the logged return is the env's."""
-    clipped = train(_cfg(tiny_overrides, tmp_path, "clipped"))
-    unclipped = train(_cfg(tiny_overrides, tmp_path, "unclipped", "trainer.reward_clip=null"))
-    _assert_same_metrics(clipped, unclipped)
+    clipped = train(run_cfg(tiny_overrides, tmp_path, "clipped"))
+    unclipped = train(run_cfg(tiny_overrides, tmp_path, "unclipped", "trainer.reward_clip=null"))
+    assert_same_metrics(clipped, unclipped)
     cliff = (
         "env=cliffwalking",
         "env.max_turns=30",
@@ -391,11 +368,11 @@ def test_reward_clipping_leaves_frozenlake_bit_exact_and_caps_cliffwalkings_fall
         "exploration=none",
         "trainer.iterations=1",
     )
-    train(_cfg(tiny_overrides, tmp_path, "cc", *cliff))
-    train(_cfg(tiny_overrides, tmp_path, "cu", *cliff, "trainer.reward_clip=null"))
+    train(run_cfg(tiny_overrides, tmp_path, "cc", *cliff))
+    train(run_cfg(tiny_overrides, tmp_path, "cu", *cliff, "trainer.reward_clip=null"))
     uri_c, uri_u = f"sqlite:///{tmp_path / 'cc'}.db", f"sqlite:///{tmp_path / 'cu'}.db"
     # one seed's first rollout: the same episodes, some of them with a fall (the return is below -30)
-    assert _history(uri_c, "rollout/return") == _history(uri_u, "rollout/return")
-    assert _history(uri_u, "rollout/return")[0][1] < -30
+    assert history(uri_c, "rollout/return") == history(uri_u, "rollout/return")
+    assert history(uri_u, "rollout/return")[0][1] < -30
     # the estimator's advantages of clipped rewards (every step -1) are far smaller than with -100 falls
-    assert _history(uri_c, "adv/std")[0][1] < _history(uri_u, "adv/std")[0][1] / 5
+    assert history(uri_c, "adv/std")[0][1] < history(uri_u, "adv/std")[0][1] / 5
