@@ -91,6 +91,14 @@ def validate_config(cfg: DictConfig) -> None:
         checks.append(
             (_is_number(gamma) and 0.0 <= gamma <= 1.0, f"estimator.gamma={gamma} must lie in [0, 1]")
         )
+        checks.append(
+            (
+                not (cfg.estimator.get("bootstrap_truncated") and gamma == 1.0),
+                "estimator.gamma=1.0 with estimator.bootstrap_truncated=true: the tail mean / (1 - gamma) of an "
+                "episode cut by the time limit is infinite at gamma = 1; add estimator.bootstrap_truncated=false "
+                "(G_t stops at the cut, as in the paper) or set estimator.gamma below 1",
+            )
+        )
     from gigpo_lab.policy.schema import (
         TinyConfig,  # loaded by the compose already; torch stays out of imports
     )

@@ -174,11 +174,13 @@ class GiGPOSchema(GRPOSchema):
     step_singleton: Singleton = Singleton.zero
     #: null (exact anchor ids) or a difflib ratio in (0, 1) for clustering text anchors (needs anchor_texts).
     anchor_similarity_threshold: Optional[float] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
-    #: false = G_t stops where the episode stops (ALGORITHMS.md); true = an episode that the time limit cut
-    #: continues in G_t at its own mean step reward, V = mean / (1 - gamma) (needs gamma < 1), so that a
-    #: state's step group does not favour the visits made late in a cut episode when every step costs
-    #: (docs/WHY_RUNS_FAIL.md, cause 6). Nothing changes where cut episodes earn 0 per step (FrozenLake).
-    bootstrap_truncated: bool = False
+    #: true = an episode that the time limit cut continues in G_t at its own mean step reward,
+    #: V = mean / (1 - gamma) (partial-episode bootstrapping without a critic; needs gamma < 1), so that a
+    #: state's step group does not favour the visits made late in a cut episode when every step pays
+    #: (docs/WHY_RUNS_FAIL.md, cause 6). A no-op, bit for bit, where cut episodes
+    #: earn 0 a step (FrozenLake, Household, the paper's ALFWorld). false = G_t stops where the episode
+    #: stops, as in ALGORITHMS.md and the paper (the estimator class's own default).
+    bootstrap_truncated: bool = True
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

@@ -58,6 +58,11 @@ BAD_VALUES = [
     ("estimator.step_advantage_weight=inf", r"step_advantage_weight=inf must be a number >= 0"),
     ("estimator.gamma=-0.1", r"estimator.gamma=-0.1 must lie in \[0, 1\]"),
     ("estimator.gamma=nan", r"estimator.gamma=nan must lie in \[0, 1\]"),
+    (
+        "estimator.gamma=1",
+        r"estimator.gamma=1.0 with estimator.bootstrap_truncated=true: .*infinite.*"
+        r"add estimator.bootstrap_truncated=false",
+    ),
     ("rollout.group_size=0", r"rollout.group_size=0 must be an int >= 1"),
     ("env.max_turns=-3", r"env.max_turns=-3 must be an int >= 1"),
     ("trainer.iterations=0", r"trainer.iterations=0 must be an int >= 1"),
