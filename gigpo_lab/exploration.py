@@ -62,11 +62,16 @@ from typing import Optional
 
 import torch
 
+from gigpo_lab.advantages.base import Mode
 from gigpo_lab.advantages.gigpo import GiGPO
 from gigpo_lab.batch import StepBatch
 
-#: The estimator of the intrinsic stream: GiGPO w/ std on the bonus alone (module docstring).
-_INTRINSIC = GiGPO(mode="mean_std_norm", invalid_action_penalty=0.0, episode_singleton="zero")
+#: The estimator of the intrinsic stream, by ``stream_mode``: GiGPO w/ std (the default) or w/o std on the
+#: bonus alone (module docstring).
+_INTRINSIC = {
+    mode: GiGPO(mode=mode, invalid_action_penalty=0.0, episode_singleton="zero")
+    for mode in ("mean_std_norm", "mean_norm")
+}
 
 
 def state_key(anchor: str) -> str:
@@ -104,6 +109,8 @@ class CountBonus:
             ``s`` counts the step rows of the earlier collections (this process's rows).
         own_advantage: false = add the bonus to the rewards; true = leave the rewards alone and add
             ``beta_c * A_int`` to the estimator's advantages (module docstring).
+        stream_mode: ``mean_std_norm`` (A_int as in the module docstring) or ``mean_norm`` (the same
+            without dividing by the groups' std, so A_int shrinks as the bonuses do).
 
     With neither clock, ``beta`` is constant; otherwise collection c pays ``beta * max(0, 1 - progress)``.
     """
@@ -115,6 +122,7 @@ class CountBonus:
         anneal: int = 0,
         anneal_env_steps: int | None = None,
         own_advantage: bool = False,
+        stream_mode: str = "mean_std_norm",
     ) -> None:
         if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
             raise ValueError(f"exploration.beta={beta!r} must be a finite number >= 0")
@@ -126,6 +134,10 @@ class CountBonus:
         self.anneal = int(anneal)
         self.anneal_env_steps = int(anneal_env_steps or 0)
         self.own_advantage = bool(own_advantage)
+        stream_mode = getattr(stream_mode, "name", stream_mode)  # an enum member from a structured config
+        if stream_mode not in _INTRINSIC:
+            raise ValueError(f"exploration.stream_mode={stream_mode!r} must be one of {sorted(_INTRINSIC)}")
+        self.stream_mode = str(stream_mode)
         self.counts: dict[str, int] = {}
         self.collections = 0  # calls so far: the annealing clock in collections
 
@@ -173,7 +185,7 @@ class CountBonus:
             "rollout/novelty_beta": beta,
         }
         if self.own_advantage:  # normalised per group, so the stream is computed from the beta = 1 bonus
-            intrinsic = beta * intrinsic_advantages(visits / n.sqrt(), batch)
+            intrinsic = beta * intrinsic_advantages(visits / n.sqrt(), batch, self.stream_mode)
             batch.extras["intrinsic_advantages"] = intrinsic
             metrics["rollout/intrinsic_adv_abs"] = intrinsic.abs().mean().item() if len(intrinsic) else 0.0
         else:
@@ -195,9 +207,9 @@ class CountBonus:
         self.collections = int(state.get("collections", 0))
 
 
-def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch) -> torch.Tensor:
+def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch, mode: str = "mean_std_norm") -> torch.Tensor:
     """The intrinsic stream A_int (module docstring): GiGPO's advantage of the per-row ``bonus`` (N,) float64,
-    in ``mean_std_norm`` mode with no invalid penalty and groups of one at 0 (gamma 0.95, omega 1).
+    in ``mode`` with no invalid penalty and groups of one at 0 (gamma 0.95, omega 1).
     Needs ``batch``'s ``group_ids``, ``traj_ids``, ``step_ids`` and ``anchor_ids`` (N,). Returns (N,) float64."""
     rows = StepBatch(
         rewards=bonus,
@@ -206,7 +218,7 @@ def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch) -> torch.Tensor:
         step_ids=batch.step_ids,
         anchor_ids=batch.anchor_ids,
     )
-    return _INTRINSIC(rows).advantages
+    return _INTRINSIC[mode](rows).advantages
 
 
 def first_visits(batch: StepBatch) -> torch.Tensor:
@@ -260,6 +272,11 @@ class CountBonusConfig:
     #: env's reward scale. false = the bonus is added to the step rewards the estimator sees (the earlier
     #: default; docs/WHY_RUNS_FAIL.md).
     own_advantage: bool = True
+    #: How the stream's step and episode groups are normalised (with own_advantage): mean_std_norm = divided
+    #: by each group's std, so the stream has size about 1 (times beta) as long as any two visits differ in
+    #: novelty; mean_norm = not divided, so it shrinks as the bonuses 1/sqrt(N) do (docs/WHY_RUNS_FAIL.md,
+    #: cause 6's late drops on Taxi).
+    stream_mode: Mode = Mode.mean_std_norm
 
 
 #: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).
