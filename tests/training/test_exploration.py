@@ -182,14 +182,29 @@ def test_the_default_anneals_over_the_run_budget_whichever_ends_it():
 
 
 @settings(max_examples=150, deadline=None)
-@given(oracle.batches())
-def test_the_intrinsic_stream_is_gigpo_w_std_of_the_bonus_against_the_loop_oracle(rows):
-    """Each row's reward stands for its bonus; invalid flags are present and must not matter (no penalty)."""
+@given(oracle.batches(), st.sampled_from(["mean_std_norm", "mean_norm"]))
+def test_the_intrinsic_stream_is_gigpo_of_the_bonus_against_the_loop_oracle(rows, mode):
+    """Each row's reward stands for its bonus; invalid flags and cut episodes are present and must not matter
+    (no penalty, no bootstrap). ``mean_std_norm`` is the default stream_mode, and what no mode argument gives."""
     cols = oracle.columns(rows)
     batch = StepBatch(**{k: v for k, v in cols.items() if k not in ("anchor_texts",)})
-    got = intrinsic_advantages(cols["rewards"], batch)
-    want = oracle.gigpo(rows, mode="mean_std_norm", invalid_action_penalty=0.0, episode_singleton="zero")
+    got = intrinsic_advantages(cols["rewards"], batch, mode)
+    want = oracle.gigpo(rows, mode=mode, invalid_action_penalty=0.0, episode_singleton="zero")
     assert got.tolist() == pytest.approx(want, rel=1e-6, abs=1e-6)
+    if mode == "mean_std_norm":
+        assert torch.equal(intrinsic_advantages(cols["rewards"], batch), got)
+
+
+def test_stream_mode_is_composed_and_checked():
+    from hydra.utils import instantiate
+
+    assert compose_config([]).exploration.stream_mode.name == "mean_std_norm"
+    assert (
+        instantiate(compose_config(["exploration.stream_mode=mean_norm"]).exploration).stream_mode
+        == "mean_norm"
+    )
+    with pytest.raises(ValueError, match="exploration.stream_mode='mean' must be one of"):
+        CountBonus(stream_mode="mean")
 
 
 def test_with_its_own_advantage_the_bonus_leaves_the_rewards_and_adds_beta_times_the_stream():
