@@ -152,7 +152,14 @@ class GiGPOModule(L.LightningModule):
             )
 
     def configure_optimizers(self):
-        return self.loop.optimizer(self.policy.parameters())
+        optimizer = self.loop.optimizer(self.policy.parameters())
+        if not self.loop.lr_anneal:
+            return optimizer
+        # one Lightning epoch is one iteration; Lightning checkpoints the scheduler, so a resume is exact
+        anneal = torch.optim.lr_scheduler.LinearLR(
+            optimizer, start_factor=1.0, end_factor=0.0, total_iters=self.loop.iterations
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": anneal, "interval": "epoch"}}
 
     def train_dataloader(self):
         return iteration_loader(self.prepare_iteration)
@@ -359,6 +366,7 @@ class GiGPOModule(L.LightningModule):
         return loss
 
     def on_before_optimizer_step(self, optimizer) -> None:
+        self._train_stats["train/lr"].append(float(optimizer.param_groups[0]["lr"]))
         grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
         if grads:
             self._train_stats["train/grad_norm"].append(float(torch.nn.utils.get_total_norm(grads)))
