@@ -274,8 +274,8 @@ class CountBonusConfig:
     own_advantage: bool = True
     #: How the stream's step and episode groups are normalised (with own_advantage): mean_std_norm = divided
     #: by each group's std, so the stream has size about 1 (times beta) as long as any two visits differ in
-    #: novelty; mean_norm = not divided, so it shrinks as the bonuses 1/sqrt(N) do (docs/WHY_RUNS_FAIL.md,
-    #: cause 6's late drops on Taxi).
+    #: novelty; mean_norm = not divided, so it shrinks as the bonuses 1/sqrt(N) do. Probed against Taxi's
+    #: late drops and slower on the default env, so not the default (docs/WHY_RUNS_FAIL.md, cause 6).
     stream_mode: Mode = Mode.mean_std_norm
 
 
