@@ -104,8 +104,9 @@ class TrainerConfig:
     distinct_rows: bool = True
     #: true = anneal the optimizer's learning rate linearly from its configured value towards 0 over
     #: ``iterations`` (iteration i, from 0, runs at lr * (1 - i / iterations), so the last at lr / iterations),
-    #: as CleanRL's PPO does (``anneal_lr``); logged as train/lr. false = constant, the default: the runs of
-    #: docs/WHY_RUNS_FAIL.md's tables were measured with it.
+    #: as CleanRL's PPO does (``anneal_lr``); logged as train/lr. false = a constant rate, the default, with
+    #: which docs/WHY_RUNS_FAIL.md's tables were measured; on Taxi the anneal removed the large steps but
+    #: learned more slowly (cause 6's probes).
     lr_anneal: bool = False
     #: Stop an iteration's remaining optimizer steps once a minibatch's approx_kl exceeds this (SB3's
     #: target_kl); null = never.
