@@ -106,3 +106,25 @@ def test_without_target_kl_crossed_the_rollback_changes_nothing(tiny_overrides, 
     a = policy_state(tmp_path / "plain" / "checkpoints" / "last.ckpt")
     b = policy_state(tmp_path / "guarded" / "checkpoints" / "last.ckpt")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_resumed_run_with_rollback_repeats_the_uninterrupted_one(tiny_overrides, tmp_path):
+    # a target that some steps cross and some do not, so the resumed part both keeps and undoes steps
+    extra = (
+        "trainer.iterations=4",
+        "trainer.minibatch_size=4",
+        "trainer.target_kl=0.05",
+        "trainer.kl_rollback=true",
+    )
+    straight_cfg = run_cfg(tiny_overrides, tmp_path, "a", *extra)
+    straight = train(straight_cfg)
+    resumed_cfg = run_cfg(
+        tiny_overrides, tmp_path, "b", *extra, f"ckpt_path={tmp_path / 'a' / 'checkpoints' / 'iter0001.ckpt'}"
+    )
+    (tmp_path / "b.db").write_bytes((tmp_path / "a.db").read_bytes())  # the checkpoint names its MLflow run
+    resumed = train(resumed_cfg)
+    assert_same_metrics(resumed, straight)
+    assert _steps(resumed_cfg, "train/steps_undone") == _steps(straight_cfg, "train/steps_undone")
+    a = policy_state(tmp_path / "a" / "checkpoints" / "last.ckpt")
+    b = policy_state(tmp_path / "b" / "checkpoints" / "last.ckpt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
