@@ -118,6 +118,10 @@ class GiGPOModule(L.LightningModule):
         self._snapshot = StepSnapshot()  # the policy before the last step (trainer.kl_rollback)
         self._last_mb: StepBatch | None = None  # the last step's minibatch, checked at the iteration's end
         self._steps_undone = 0
+        if loop.kl_rollback and loop.target_kl is None:
+            raise ValueError(
+                "trainer.kl_rollback=true needs trainer.target_kl, the bound it undoes steps past"
+            )
         if loop.reuse_rollout_logprobs and not getattr(engine, "samples_policy_logprobs", False):
             raise ValueError(
                 "trainer.reuse_rollout_logprobs=true needs an engine whose sampling log-probs are the policy's "

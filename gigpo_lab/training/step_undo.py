@@ -36,8 +36,9 @@ class StepSnapshot:
 
     @torch.no_grad()
     def take(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Copy ``module``'s parameters and ``optimizer.state`` of each of them (empty before its first step)."""
-        params = [p for p in module.parameters()]
+        """Copy ``module``'s trainable parameters and ``optimizer.state`` of each of them (empty before its first
+        step); frozen ones (a LoRA model's base) cannot change in a step, so they are not copied."""
+        params = [p for p in module.parameters() if p.requires_grad]
         self._params = [(p, p.detach().clone()) for p in params]
         self._state = [(p, {k: _copy(v) for k, v in optimizer.state.get(p, {}).items()}) for p in params]
         self._optimizer = optimizer
