@@ -111,34 +111,24 @@ def validate_config(cfg: DictConfig) -> None:
     )
 
     tiny = cfg.model.get("_target_") == TinyConfig._target_  # no packed forward or prefill
-    micro = cfg.trainer.micro_batch_size  # an int (trainer schema)
+    shared = cfg.trainer.shared_prefix
+    if (
+        shared is None
+    ):  # the policy's choice (Policy.packed_update): the tiny policy packs, the HF ones do not
+        shared = tiny
     checks.append(
         (
-            not cfg.trainer.shared_prefix or micro > 0,
-            f"trainer.shared_prefix=true works on micro-batches, but trainer.micro_batch_size={micro}; "
-            "set trainer.micro_batch_size to the rows per forward (e.g. 4) or trainer.shared_prefix=false",
-        )
-    )
-    checks.append(
-        (
-            not (cfg.trainer.shared_prefix and tiny),
-            "trainer.shared_prefix=true needs a Hugging Face policy (model=hf or model=smollm2_135m): the tiny "
-            "policy has no packed forward; set trainer.shared_prefix=false",
-        )
-    )
-    checks.append(
-        (
-            not (cfg.trainer.shared_prefix and cfg.model.get("gradient_checkpointing", False)),
+            not (shared and cfg.model.get("gradient_checkpointing", False)),
             "trainer.shared_prefix=true runs the update with tree attention, which activation checkpointing would "
             "recompute without the tree; set model.gradient_checkpointing=false or trainer.shared_prefix=false",
         )
     )
-    tokens = cfg.trainer.shared_prefix_tokens  # an int (trainer schema)
+    tokens = cfg.trainer.shared_prefix_tokens  # an int or None (trainer schema)
     checks.append(
         (
-            tokens == 0 or (tokens > 0 and cfg.trainer.shared_prefix),
-            f"trainer.shared_prefix_tokens={tokens} bounds the micro-batches of trainer.shared_prefix=true; set "
-            "trainer.shared_prefix=true (and a positive budget), or trainer.shared_prefix_tokens=0",
+            tokens is None or tokens == 0 or (tokens > 0 and shared),
+            f"trainer.shared_prefix_tokens={tokens} bounds the packed chunks of trainer.shared_prefix=true; set "
+            "trainer.shared_prefix=true (and a positive budget), or trainer.shared_prefix_tokens=null",
         )
     )
     checks.append(

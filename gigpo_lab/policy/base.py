@@ -34,10 +34,16 @@ class Policy(torch.nn.Module):
     Attributes:
         tokenizer: has ``pad_id``, ``eos_id``, ``encode(str) -> list[int]``, ``decode(list[int]) -> str``.
         default_max_new_tokens: the response budget used when the rollout config leaves it null.
+        packed_update: what ``trainer.shared_prefix=null`` means for this policy: whether the scoring and the
+            update pack the rows' shared prompt runs (``forward_packed``).
+        packed_tokens: what ``trainer.shared_prefix_tokens=null`` means: the most tokens of a packed chunk
+            (0 = no bound).
     """
 
     tokenizer: Any
     default_max_new_tokens: int = 8
+    packed_update: bool = False
+    packed_tokens: int = 0
 
     def build_prompt(self, observation: str, anchor: str, history: list[tuple[str, str]]) -> list[int]:
         """Prompt token ids for one turn. ``history`` holds this episode's past (observation, action_text)
@@ -90,7 +96,7 @@ class Policy(torch.nn.Module):
             logits (K, V) float.
         """
         raise NotImplementedError(
-            f"{type(self).__name__} has no packed forward: trainer.shared_prefix needs a Hugging Face policy"
+            f"{type(self).__name__} has no packed forward: set trainer.shared_prefix=false"
         )
 
     def prefill_packed(

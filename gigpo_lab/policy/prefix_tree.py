@@ -98,6 +98,7 @@ def packed_tree(nodes: list[_Node], responses: list[list[int]]) -> dict:
         spans,
         [len(paths[n.parent]) if n.parent >= 0 else 0 for n in nodes],
         [torch.tensor(p, dtype=torch.long) for p in paths],
+        [n.parent for n in nodes],
     )
     return {
         "ids": torch.tensor(ids, dtype=torch.long),

@@ -2,12 +2,14 @@
 
 Prompt layout (ids), for ``history_window=2`` and ``prompt_source="anchor"``::
 
-    up <sep> left <sep> S F F \\n F H G <sep>
-    └ past actions ┘    └ current anchor ┘
+    S F F \\n F H G <sep> up <sep> left <sep>
+    └ current anchor ┘    └ past actions ┘
 
+The current state comes first, so its tokens sit at the same positions whatever the history: rows in the same
+state share that opening, which the update runs once (``trainer.shared_prefix``, a prefix tree over the rows).
 Each history entry is the past action's words, preceded by the past observation's words when
 ``prompt_source="observation"`` (past anchors are not part of the history, so with ``"anchor"`` only the
-actions are kept). The response is one action word, then a stop token: ``default_max_new_tokens = 1``
+actions are kept), oldest first. The response is one action word, then a stop token: ``default_max_new_tokens = 1``
 (the env's wrapper accepts a bare admissible word such as ``left``).
 """
 
@@ -19,6 +21,7 @@ import torch
 
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.policy.tiny_gpt import KVCache, TinyGPT
+from gigpo_lab.policy.tree_attention import TreeLayout
 from gigpo_lab.policy.word_tokenizer import WordTokenizer
 
 PROMPT_SOURCES = ("anchor", "observation")
@@ -39,6 +42,11 @@ class TinyPolicy(Policy):
     """
 
     default_max_new_tokens = 1
+    #: The scoring and the update pack shared prompt runs by default (``trainer.shared_prefix=null``): rows in
+    #: one state share its whole opening, and the packed forward is one dense attention, cheap at this size.
+    packed_update = True
+    #: A packed chunk's token bound by default: the dense (T, T) attention grows with the square of T.
+    packed_tokens = 1024
 
     def __init__(
         self, tokenizer: WordTokenizer, model: TinyGPT, prompt_source: str = "anchor", history_window: int = 0
@@ -55,20 +63,27 @@ class TinyPolicy(Policy):
         self._encoded: dict[str, list[int]] = {}  # text -> ids (``_encode``)
 
     def build_prompt(self, observation: str, anchor: str, history: list[tuple[str, str]]) -> list[int]:
-        """Ids of the window's past entries and the current state, each ended by ``<sep>`` (see module doc);
-        left-truncated to ``max_seq_len - RESPONSE_RESERVE`` tokens."""
+        """Ids of the current state and then the window's past entries, each ended by ``<sep>`` (see module doc).
+        At most ``max_seq_len - RESPONSE_RESERVE`` tokens: the oldest entries go first, then the state is
+        left-truncated."""
         encode, sep = self._encode, self.tokenizer.sep_id
-        ids: list[int] = []
-        past = history[-self.history_window :] if self.history_window else []
-        for past_observation, action in past:
-            if self.prompt_source == "observation":
-                ids += encode(past_observation)
-            ids += encode(action)
-            ids.append(sep)
-        ids += encode(anchor if self.prompt_source == "anchor" else observation)
-        ids.append(sep)
         limit = max(1, self.model.max_seq_len - RESPONSE_RESERVE)
-        return ids[-limit:]
+        ids = encode(anchor if self.prompt_source == "anchor" else observation) + [sep]
+        if len(ids) > limit:
+            return ids[-limit:]
+        entries: list[list[int]] = []
+        room = limit - len(ids)
+        for past_observation, action in reversed(
+            history[-self.history_window :] if self.history_window else []
+        ):
+            entry = (encode(past_observation) if self.prompt_source == "observation" else []) + encode(action)
+            if len(entry) + 1 > room:
+                break
+            entries.append(entry + [sep])
+            room -= len(entry) + 1
+        for entry in reversed(entries):
+            ids += entry
+        return ids
 
     def _encode(self, text: str) -> list[int]:
         """``tokenizer.encode(text)``, memoised: an episode's states and actions repeat across turns and envs.
@@ -95,6 +110,28 @@ class TinyPolicy(Policy):
 
     def select_cache(self, cache: KVCache, index: torch.Tensor) -> KVCache:
         return [(k.index_select(0, index), v.index_select(0, index)) for k, v in cache]
+
+    def forward_packed(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        layout: TreeLayout,
+        keep: torch.Tensor,
+        past: KVCache | None = None,
+    ) -> torch.Tensor:
+        """Logits (K, V) at columns ``keep`` (K,) of the packed tree ``input_ids`` (T,) at ``positions`` (T,):
+        one forward with the tree's pattern as a dense (T, L + T) mask (the tiny model's packed trees are a few
+        hundred tokens, so the mask is small and one attention call beats one per node). ``past``: per layer the
+        keys and values (1, H, L, D/H) of a prefix every token sees (``prefix_kv``)."""
+        prefix = past[0][0].shape[2] if past else 0
+        allowed = layout.dense_mask(prefix).to(input_ids.device)
+        return self.model.forward_packed(input_ids, positions, allowed, keep, past)
+
+    def prefix_kv(self, input_ids: torch.Tensor) -> KVCache:
+        """Per layer, the keys and values (1, H, L, D/H) of the prompt prefix ``input_ids`` (L,) at positions
+        0..L-1 (differentiable)."""
+        ones = torch.ones(1, len(input_ids), dtype=torch.bool, device=input_ids.device)
+        return self.model(input_ids[None], ones, None, logits_to_keep=1)[1]
 
 
 def build_tiny_policy(

@@ -16,9 +16,10 @@ from gigpo_lab.policy.base import position_ids_from_mask
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]
 #: The fewest kept rows (N * logits_to_keep) for which the last block computes only the kept positions. BLAS
-#: picks its kernels by matrix shape, and very small row counts take others (MKL: fewer than 4 rows), which
-#: round differently; from 8 rows on a row's numbers do not depend on the row count.
-MIN_KEPT_ROWS = 8
+#: picks its kernels by matrix shape, and small row counts take others, which round differently: on this
+#: machine's MKL, 8 to 15 kept rows gave other bits than the full layer; from 16 rows on a row's numbers do not
+#: depend on the row count (tests/policy/test_tiny_gpt.py checks every count around the bound).
+MIN_KEPT_ROWS = 16
 
 
 class CausalSelfAttention(nn.Module):
@@ -77,30 +78,31 @@ class Block(nn.Module):
         x = x + attn_out
         return x + self.mlp(self.ln2(x)), kv
 
-    def forward_last(self, x, allowed, past, keep: int):
-        """``forward`` whose output is wanted at the last ``keep`` positions only: x (N, T, D) -> (N, keep, D).
+    def forward_last(self, x, allowed, past, index: torch.Tensor, tail: int = 0):
+        """``forward`` whose output is wanted at K positions only: x (N, T, D) -> (K, D), the rows ``index`` (K,)
+        int64 of the output flattened to (N * T, D); ``tail`` > 0 says they are each row's last ``tail``
+        positions, which are then read as a strided view, as the plain rows' pass always has.
 
         The keys and values (every position's) and the attention are computed in full; the output projection,
         ``ln2`` and the MLP, which act on each position alone, only at the kept positions. Same bits as
-        ``forward(...)[0][:, -keep:]``, gradients included: the row-wise ops give each row the bits it has in
-        the full batch (BLAS kernels do not depend on the row count from ``MIN_KEPT_ROWS`` rows on), and the
-        parameter gradients, which sum over rows, are summed over all N*T rows with zero rows where the full
+        ``forward(...)[0].reshape(-1, D)[index]``, gradients included: the row-wise ops give each row the bits it
+        has in the full batch (BLAS kernels do not depend on the row count from ``MIN_KEPT_ROWS`` rows on), and
+        the parameter gradients, which sum over rows, are summed over all N*T rows with zero rows where the full
         layer's rows get zero gradient (``_KeptRowsLinear``; ``ln2`` runs on zero-padded rows), so they add
         the same terms in the same order.
         """
         n, t, d = x.shape
+
+        def pick(y: torch.Tensor) -> torch.Tensor:  # (N, T, D) -> the kept rows (K, D)
+            return y[:, -tail:].reshape(-1, d) if tail else y.reshape(-1, d)[index]
+
         out, kv = self.attn.attend(self.ln1(x), allowed, past)
-        index = (
-            torch.arange(n, device=x.device)[:, None] * t + torch.arange(t - keep, t, device=x.device)
-        ).view(-1)
         proj, up, down = self.attn.proj, self.mlp[0], self.mlp[2]
-        x = x[:, -keep:] + _KeptRowsLinear.apply(
-            out[:, -keep:].reshape(-1, d), proj.weight, proj.bias, index, n * t
-        ).view(n, keep, d)
-        padded = torch.cat([x.new_zeros(n, t - keep, d), x], dim=1)
-        h = self.ln2(padded)[:, -keep:].reshape(-1, d)
+        x = pick(x) + _KeptRowsLinear.apply(pick(out), proj.weight, proj.bias, index, n * t)
+        padded = x.new_zeros(n * t, d).index_copy(0, index, x).view(n, t, d)
+        h = pick(self.ln2(padded))
         h = self.mlp[1](_KeptRowsLinear.apply(h, up.weight, up.bias, index, n * t))
-        return x + _KeptRowsLinear.apply(h, down.weight, down.bias, index, n * t).view(n, keep, d), kv
+        return x + _KeptRowsLinear.apply(h, down.weight, down.bias, index, n * t), kv
 
 
 class _KeptRowsLinear(torch.autograd.Function):
@@ -183,24 +185,60 @@ class TinyGPT(nn.Module):
         total = attention_mask.shape[1]
         start = total - t
         positions = position_ids_from_mask(attention_mask)[:, start:]
-        if positions.numel() and int(positions.max()) >= self.max_seq_len:
-            raise ValueError(f"sequence longer than max_seq_len={self.max_seq_len}; raise model.max_seq_len")
         key_index = torch.arange(total, device=input_ids.device)
         query_index = key_index[start:, None]
         allowed = (key_index <= query_index) & attention_mask[:, None, None, :]
         allowed = allowed | (key_index == query_index)
+        kept = None
+        if self.prune_last_block and 0 < logits_to_keep < t and n * logits_to_keep >= MIN_KEPT_ROWS:
+            kept = (
+                torch.arange(n, device=input_ids.device)[:, None] * t
+                + torch.arange(t - logits_to_keep, t, device=input_ids.device)
+            ).view(-1)
+        x, cache = self._run(input_ids, positions, allowed, past, kept, logits_to_keep)
+        if kept is not None:
+            x = x.view(n, logits_to_keep, -1)
+        elif logits_to_keep:
+            x = x[:, -logits_to_keep:]
+        return F.linear(self.ln_f(x), self.tok_emb.weight), cache
+
+    def forward_packed(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        allowed: torch.Tensor,
+        keep: torch.Tensor,
+        past: KVCache | None = None,
+    ) -> torch.Tensor:
+        """One packed sequence: input_ids and positions (T,), allowed (T, S+T) bool (query x key, the S cached
+        keys of ``past`` first), keep (K,) int64 -> logits (K, V) at the kept columns."""
+        index = keep if self.prune_last_block and len(keep) >= MIN_KEPT_ROWS else None
+        x, _ = self._run(input_ids[None], positions[None], allowed[None, None], past, index)
+        x = x if index is not None else x[0, keep]
+        return F.linear(self.ln_f(x), self.tok_emb.weight)
+
+    def _run(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        allowed: torch.Tensor,
+        past: KVCache | None,
+        kept: torch.Tensor | None,
+        tail: int = 0,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """The blocks over input_ids and positions (N, T) with the attention pattern allowed (N, 1, T, S+T):
+        the hidden states (N, T, D), or with ``kept`` (K,) only those rows of them flattened, (K, D), the last
+        block computing just those (``Block.forward_last``, ``tail`` as there); and the cache grown by T."""
+        if positions.numel() and int(positions.max()) >= self.max_seq_len:
+            raise ValueError(f"sequence longer than max_seq_len={self.max_seq_len}; raise model.max_seq_len")
         x = self.tok_emb(input_ids) + self.pos_emb(positions)
         cache: KVCache = []
-        last = len(self.blocks) - 1 if self.prune_last_block and 0 < logits_to_keep < t else -1
-        if n * logits_to_keep < MIN_KEPT_ROWS:
-            last = -1
+        last = len(self.blocks) - 1
         for i, block in enumerate(self.blocks):
             layer_past = None if past is None else past[i]
-            if i == last:  # only the kept positions' outputs are read: the last block computes just those
-                x, kv = block.forward_last(x, allowed, layer_past, logits_to_keep)
+            if i == last and kept is not None:  # only the kept positions' outputs are read
+                x, kv = block.forward_last(x, allowed, layer_past, kept, tail)
             else:
                 x, kv = block(x, allowed, layer_past)
             cache.append(kv)
-        if logits_to_keep and last < 0:
-            x = x[:, -logits_to_keep:]
-        return F.linear(self.ln_f(x), self.tok_emb.weight), cache
+        return x, cache

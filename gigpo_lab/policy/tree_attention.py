@@ -39,11 +39,13 @@ class TreeLayout:
         ancestors: per node, how many tokens its ancestors have (its path's length before its own tokens).
         paths: per node, (ancestors + end - start,) int64: the packed indices of its root path's tokens, the
             ancestors' in root-to-parent order, then its own.
+        parents: per node, the node it continues (-1: none), parents first.
     """
 
     spans: list[tuple[int, int]]
     ancestors: list[int]
     paths: list[torch.Tensor]
+    parents: list[int]
 
     @property
     def length(self) -> int:
@@ -51,7 +53,7 @@ class TreeLayout:
         return self.spans[-1][1] if self.spans else 0
 
     def to(self, device: torch.device | str) -> TreeLayout:
-        return TreeLayout(self.spans, self.ancestors, [p.to(device) for p in self.paths])
+        return TreeLayout(self.spans, self.ancestors, [p.to(device) for p in self.paths], self.parents)
 
     def after_prefix(self, length: int) -> TreeLayout:
         """The layout of the same tree placed after ``length`` cached tokens that every node sees (a shared
@@ -63,15 +65,26 @@ class TreeLayout:
             self.spans,
             [before + length for before in self.ancestors],
             [torch.cat([head.to(p.device), p + length]) for p in self.paths],
+            self.parents,
         )
 
-    def dense_mask(self) -> torch.Tensor:
-        """The same pattern as a (T, T) bool mask, query x key (for the dense fallback and for tests)."""
-        allowed = torch.zeros(self.length, self.length, dtype=torch.bool)
-        for (start, end), before, path in zip(self.spans, self.ancestors, self.paths, strict=True):
-            rows = torch.arange(end - start)
-            cols = torch.arange(len(path))
-            allowed[start:end, path.cpu()] = cols[None, :] <= before + rows[:, None]
+    def dense_mask(self, prefix: int = 0) -> torch.Tensor:
+        """The same pattern as a (T, prefix + T) bool mask, query x key (for dense attention and for tests);
+        ``prefix``: the length this layout was placed after (``after_prefix``), whose keys come first.
+
+        Built from the nodes' ancestry, without a loop over tokens: token i sees token j when j's node is i's
+        node or one of its ancestors, and j <= i (nodes are packed parents first, so within a node that is
+        causal and every ancestor's tokens come earlier)."""
+        n = len(self.spans)
+        ancestry = torch.eye(n, dtype=torch.bool)  # ancestry[a, b]: b is a or an ancestor of a
+        for node, parent in enumerate(self.parents):
+            if parent >= 0:
+                ancestry[node] |= ancestry[parent]
+        sizes = torch.tensor([end - start for start, end in self.spans], dtype=torch.long)
+        node_of = torch.repeat_interleave(torch.arange(n), sizes)
+        allowed = ancestry[node_of][:, node_of].tril_()
+        if prefix:
+            allowed = torch.cat([allowed.new_ones(self.length, prefix), allowed], dim=1)
         return allowed
 
 

@@ -110,6 +110,13 @@ class GiGPOModule(L.LightningModule):
         self.collector, self.engine = collector, engine
         self.groups = collector.groups if collector is not None else 0  # B per iteration (per rank)
         self.loop = loop
+        #: ``trainer.shared_prefix`` and ``shared_prefix_tokens``, null resolved by the policy (``packed_update``,
+        #: ``packed_tokens``); several processes turn a null off (``on_fit_start``).
+        packed = getattr(policy, "packed_update", False), getattr(policy, "packed_tokens", 0)  # any nn.Module
+        self.shared_prefix = packed[0] if loop.shared_prefix is None else loop.shared_prefix
+        self.shared_prefix_tokens = (
+            packed[1] if loop.shared_prefix_tokens is None else loop.shared_prefix_tokens
+        )
         self.seed = seed
         self.eval_episodes, self.eval_greedy = eval_episodes, eval_greedy
         self.logprob_temperature = logprob_temperature
@@ -158,6 +165,14 @@ class GiGPOModule(L.LightningModule):
                 f"trainer.micro_batch_size={self.loop.micro_batch_size} with {self.trainer.world_size} processes is "
                 "not supported: set trainer.micro_batch_size=0"
             )
+        if self.trainer.world_size > 1 and self.shared_prefix:
+            if self.loop.shared_prefix:
+                # packed chunks are bounded by tokens, so the ranks would run different numbers of backward passes
+                raise ValueError(
+                    f"trainer.shared_prefix=true with {self.trainer.world_size} processes is not supported: set "
+                    "trainer.shared_prefix=false (or null, which is off with several processes)"
+                )
+            self.shared_prefix = False
 
     def configure_optimizers(self):
         optimizer = self.loop.optimizer(self.policy.parameters())
@@ -284,18 +299,24 @@ class GiGPOModule(L.LightningModule):
         """``scorer.logprobs`` (N, R) each, log-probs and entropies, on the CPU: distinct rows in one pass, or
         in micro-batches."""
         t = self.logprob_temperature
-        if self.loop.micro_batch_size > 0:
+        if self._chunked:
             return chunked_logprobs(
                 scorer,
                 cols,
                 self.loop.micro_batch_size,
                 t,
                 self.device,
-                self.loop.shared_prefix,
-                self.loop.shared_prefix_tokens,
+                self.shared_prefix,
+                self.shared_prefix_tokens,
             )
         logp, entropy = score_unique_rows(scorer, *(c.to(self.device) for c in cols), temperature=t)
         return logp.cpu(), entropy.cpu()
+
+    @property
+    def _chunked(self) -> bool:
+        """Whether scoring and updates go through the chunked path (``gigpo_lab.training.microbatch``):
+        micro-batches, or packed trees of shared prompt runs, or both."""
+        return self.loop.micro_batch_size > 0 or self.shared_prefix
 
     def _backward(self, loss: torch.Tensor) -> None:
         """Back-propagate one micro-batch's loss through Lightning's strategy (its precision plugin), or plainly
@@ -307,18 +328,18 @@ class GiGPOModule(L.LightningModule):
 
     def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer) -> None:
         # Lightning zeroes the gradients after training_step; micro-batches accumulate theirs inside it
-        if self.loop.micro_batch_size <= 0:
+        if not self._chunked:
             optimizer.zero_grad()
 
     def training_step(self, mb: StepBatch, batch_idx: int) -> torch.Tensor | None:
         """The loss of one minibatch; None (no optimizer step) once ``target_kl`` has stopped the iteration."""
-        if self.loop.micro_batch_size > 0:
+        if self._chunked:
             # micro-batches accumulate from zero, and a skipped step keeps none
             self.policy.zero_grad(set_to_none=True)
         self._train_stats["train/steps_taken"].append(0.0 if self._kl_stopped else 1.0)
         if self._kl_stopped:
             return None
-        if self.loop.micro_batch_size > 0:
+        if self._chunked:
             loss, out = microbatched_loss(
                 self.policy,
                 self.loss_fn,
@@ -327,8 +348,8 @@ class GiGPOModule(L.LightningModule):
                 self.logprob_temperature,
                 self._backward,
                 distinct=self.loop.distinct_rows,
-                shared_prefix=self.loop.shared_prefix,
-                max_tokens=self.loop.shared_prefix_tokens,
+                shared_prefix=self.shared_prefix,
+                max_tokens=self.shared_prefix_tokens,
             )
         else:
             logprobs = distinct_rows_logprobs if self.loop.distinct_rows else _plain_logprobs

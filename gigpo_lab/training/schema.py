@@ -81,16 +81,19 @@ class TrainerConfig:
     #: only with distinct_rows), shortest rows together, padding trimmed, gradients accumulated to the same
     #: step (a memory bound for LLMs); 0 = whole minibatches.
     micro_batch_size: int = 0
-    #: With micro_batch_size > 0 and an HF policy: cut the micro-batches from rows sorted by prompt text, run
-    #: every prompt run that rows of a micro-batch share once (a packed radix tree with tree attention), and the
-    #: opening every row of the minibatch shares once per minibatch (gigpo_lab/training/shared_prefix.py): the
-    #: same log-probs and gradients up to float rounding, for less compute when prompts share long runs (an
-    #: LLM's system prompt, a group's history); false = every row's whole prompt.
-    shared_prefix: bool = False
-    #: With shared_prefix: a micro-batch also closes before its packed tree (shared prompt runs once, plus the
+    #: Run every prompt run that rows share once, in the scoring and the update: the distinct rows (cut into
+    #: micro-batches when micro_batch_size > 0) are sorted by prompt and packed as a radix tree into one sequence
+    #: per chunk, and the minibatch's common opening runs once (gigpo_lab/training/shared_prefix.py). The same
+    #: log-probs and gradients up to float rounding, for less compute when prompts share long runs (an LLM's
+    #: system prompt and history, the tiny policy's state before its action history). null = the policy's
+    #: choice: on for the tiny policy (one dense attention per chunk; about half the update's time,
+    #: experiments/bench/bench_default_run.py), off for the Hugging Face ones; false = every row's whole prompt.
+    shared_prefix: Optional[bool] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+    #: With shared_prefix: a chunk also closes before its packed tree (shared prompt runs once, plus the
     #: responses) would exceed this many tokens, so that memory is bounded by tokens and rows that share more
-    #: fit more to a micro-batch (micro_batch_size stays the row limit); 0 = rows only.
-    shared_prefix_tokens: int = 0
+    #: fit more to a chunk (micro_batch_size stays the row limit). null = the policy's choice: 1024 for the tiny
+    #: policy (its dense attention grows with the square), none for the Hugging Face ones; 0 = rows only.
+    shared_prefix_tokens: Optional[int] = None  # noqa: UP045
     #: true = the PPO ratio's old log-probs are the torch engine's sampling log-probs (the same module at the
     #: same temperature; needs rollout.top_p=1), saving the scoring pass (and its rollout/entropy metric);
     #: false = rescore the rows after the rollout.

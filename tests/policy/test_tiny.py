@@ -47,19 +47,35 @@ def test_prompt_is_anchor_then_sep(policy):
     assert policy.default_max_new_tokens == 1
 
 
-def test_history_window_keeps_the_last_actions():
+def test_history_window_keeps_the_last_actions_after_the_state():
     policy = build_tiny_policy(VOCAB, d_model=32, history_window=2)
     history = [("S", "up"), ("H", "<action>down</action>"), ("F", "left")]
     ids = policy.build_prompt("obs", "P F", history)
-    assert policy.tokenizer.decode(ids) == "<action>down</action> <sep> left <sep> P F <sep>"
+    assert policy.tokenizer.decode(ids) == "P F <sep> <action>down</action> <sep> left <sep>"
     observed = build_tiny_policy(VOCAB, d_model=32, history_window=1, prompt_source="observation")
-    assert observed.tokenizer.decode(observed.build_prompt("G", "P F", history)) == "F left <sep> G <sep>"
+    assert observed.tokenizer.decode(observed.build_prompt("G", "P F", history)) == "G <sep> F left <sep>"
+
+
+def test_the_state_sits_at_the_same_positions_whatever_the_history():
+    policy = build_tiny_policy(VOCAB, d_model=32, history_window=2)
+    state = policy.build_prompt("", "P F H", [])
+    for history in ([("S", "up")], [("S", "up"), ("F", "down")], [("S", "left")] * 5):
+        assert policy.build_prompt("", "P F H", history)[: len(state)] == state
 
 
 def test_long_prompts_are_left_truncated():
     policy = build_tiny_policy(VOCAB, d_model=32, max_seq_len=16)
     ids = policy.build_prompt("", "F " * 40 + "G", [])
     assert len(ids) == 16 - 8 and policy.tokenizer.decode(ids[-2:]) == "G <sep>"
+
+
+def test_a_long_history_loses_its_oldest_entries_first():
+    policy = build_tiny_policy(VOCAB, d_model=32, max_seq_len=16, history_window=5)  # 8 prompt tokens
+    history = [("", "up"), ("", "down"), ("", "left"), ("", "right")]
+    ids = policy.build_prompt("", "F H G", history)  # 4 state tokens, then 2 per entry: room for two
+    assert policy.tokenizer.decode(ids) == "F H G <sep> left <sep> right <sep>"
+    state_only = policy.build_prompt("", "F " * 40 + "G", history)  # no room left: the state alone, truncated
+    assert len(state_only) == 8 and policy.tokenizer.decode(state_only[-2:]) == "G <sep>"
 
 
 def test_bad_prompt_source_is_refused():

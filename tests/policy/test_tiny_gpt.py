@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gigpo_lab.policy import build_tiny_policy
-from gigpo_lab.policy.tiny_gpt import TinyGPT
+from gigpo_lab.policy.tiny_gpt import MIN_KEPT_ROWS, TinyGPT
 
 VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down", "\n"]
 
@@ -84,3 +84,18 @@ def test_pruned_prefill_gives_the_same_logits_and_cache(n, p, seed):
             logits2, cache2 = policy.forward_logits(token, step_mask, cache, logits_to_keep=1)
         out[prune] = [logits, logits2, *(t for kv in cache2 for t in kv)]
     assert all(torch.equal(a, b) for a, b in zip(out[False], out[True], strict=True))
+
+
+def test_the_pruned_last_block_keeps_the_bits_at_every_row_count_around_its_bound():
+    """MIN_KEPT_ROWS is where BLAS stops rounding a few kept rows differently from the whole layer: check every
+    kept-row count below and above it (one kept position per row, as the engine's prefill)."""
+    policy = build_tiny_policy(VOCAB, d_model=128, seed=3).eval()
+    for n in range(1, 2 * MIN_KEPT_ROWS + 1):
+        ids, mask, _, _ = rows(n, 12, 1, policy.tokenizer.vocab_size, torch.Generator().manual_seed(n))
+        out = {}
+        for prune in (False, True):
+            TinyGPT.prune_last_block = prune
+            with torch.no_grad():
+                out[prune] = policy.forward_logits(ids, mask, None, logits_to_keep=1)[0]
+        TinyGPT.prune_last_block = True
+        assert torch.equal(out[False], out[True]), n

@@ -52,11 +52,14 @@ def test_prompt_ids_equal_a_fresh_tokenisation(texts, window, source):
     history = [(t, t[::-1]) for t in texts[:-1]]
     for _ in range(2):  # the second call reads the memo
         ids = policy.build_prompt(texts[-1], texts[-1].upper(), history)
-        expected: list[int] = []
-        for obs, action in history[-window:] if window else []:
-            expected += (
-                (tok.encode(obs) if source == "observation" else []) + tok.encode(action) + [tok.sep_id]
-            )
-        expected += tok.encode(texts[-1].upper() if source == "anchor" else texts[-1]) + [tok.sep_id]
-        assert ids == expected[-(32 - 8) :]
+        # the state, then the newest entries that fit in 32 - 8 tokens, oldest first
+        expected = tok.encode(texts[-1].upper() if source == "anchor" else texts[-1]) + [tok.sep_id]
+        entries = [
+            (tok.encode(obs) if source == "observation" else []) + tok.encode(action) + [tok.sep_id]
+            for obs, action in (history[-window:] if window else [])
+        ]
+        while entries and len(expected) + sum(map(len, entries)) > 32 - 8:
+            entries.pop(0)
+        expected = expected[-(32 - 8) :] + [t for entry in entries for t in entry]
+        assert ids == expected
         ids.append(-1)  # the caller owns the returned list: changing it must not reach the memo

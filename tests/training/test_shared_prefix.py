@@ -1,8 +1,8 @@
 """The update's forward with the prompts' common prefix run once (gigpo_lab/training/shared_prefix.py) computes
 what ``Policy.logprobs`` on the full rows computes: log-probs, entropies and gradients within 1e-5 in float32,
-on a tiny HF model (with and without LoRA, and as the adapter-free KL reference) and on the tiny GPT policy;
-the micro-batched loss with it equals the whole-minibatch loss; a config that asks for it without micro-batches
-is refused at compose time."""
+on a tiny HF model (with and without LoRA, and as the adapter-free KL reference) and on the tiny GPT policy
+(its dense packed forward, with and without a precomputed opening); the micro-batched loss with it equals the
+whole-minibatch loss, in row- or token-bounded chunks; configs it cannot serve are refused at compose time."""
 
 from __future__ import annotations
 
@@ -68,15 +68,44 @@ def test_shared_prefix_logprobs_and_gradients_equal_the_plain_forward(
     assert plain[2].abs().max() > 0  # gradients reached the trained parameters
 
 
-def test_the_adapter_free_reference_scores_the_same_with_shared_prefixes_and_the_tiny_policy_refuses(
-    model_dir,
-):
-    vocabulary = ["up", "down", "left", "right", "S", "F", "H", "G"]
-    tiny = build_tiny_policy(vocabulary, d_model=32, n_layers=2, n_heads=2, prompt_source="observation")
-    tiny_cols = _group_rows(tiny, ["F", "F H G"], ["up", "down"], answer_prefix="")
-    with pytest.raises(NotImplementedError, match="trainer.shared_prefix needs a Hugging Face policy"):
-        shared_prefix_logprobs(tiny, *tiny_cols)
+TINY_WORDS = ["up", "down", "left", "right", "S", "F", "H", "G"]
 
+
+@settings(max_examples=25, deadline=None)
+@given(
+    states=st.lists(st.integers(0, 3), min_size=2, max_size=12),
+    histories=st.lists(st.lists(st.integers(0, 3), max_size=2), min_size=12, max_size=12),
+    answers=st.lists(st.integers(0, 3), min_size=12, max_size=12),
+    opening=st.booleans(),
+    seed=st.integers(0, 100),
+)
+def test_the_tiny_policys_packed_forward_equals_its_plain_rows(states, histories, answers, opening, seed):
+    """Rows as the tiny policy lays them out (a state picture, then its action history), scored through the packed
+    tree (and, with ``opening``, after a common opening run once by ``prefix_kv``): the same log-probs,
+    entropies and gradients as the plain rows."""
+    policy = build_tiny_policy(TINY_WORDS, d_model=32, n_layers=2, n_heads=2, history_window=2, seed=seed)
+    pictures = ["S F F H F F G G", "S F F H F H F G", "S F F H H F F G", "S F G G G F F H"]
+    moves = ["up", "down", "left", "right"]
+    n = len(states)
+    prompts = [
+        policy.build_prompt("", pictures[s], [("", moves[a]) for a in h])
+        for s, h in zip(states, histories[:n], strict=True)
+    ]
+    responses = [[policy.tokenizer.encode(moves[a])[0], policy.tokenizer.eos_id] for a in answers[:n]]
+    cols = pad_rows(prompts, responses, policy.tokenizer.pad_id)
+    past = {}
+    if opening:  # every picture opens with "S F": run it once
+        skip = 2
+        past = {"past": policy.prefix_kv(torch.tensor(prompts[0][:skip]))}
+    weights = torch.randn(cols[2].shape, generator=torch.Generator().manual_seed(seed))
+    plain = _logprobs_and_grads(policy, policy.logprobs, cols, weights)
+    shared = _logprobs_and_grads(policy, lambda *c: shared_prefix_logprobs(policy, *c, **past), cols, weights)
+    for a, b in zip(plain, shared, strict=True):
+        torch.testing.assert_close(b, a, **TOL)
+    assert plain[2].abs().max() > 0  # gradients reached the trained parameters
+
+
+def test_the_adapter_free_reference_scores_the_same_with_shared_prefixes(model_dir):
     policy = build_hf_policy(str(model_dir), lora={"enabled": True, "r": 4, "seed": 2}).eval()
     with torch.no_grad():  # move the adapters off zero, so that the reference differs from the policy
         for name, p in policy.named_parameters():
@@ -168,8 +197,8 @@ def test_prefix_sorted_chunks_cover_every_row_once_in_prompt_order(prompts, answ
 
 
 @pytest.mark.parametrize(
-    ("size", "max_tokens"), [(2, 0), (3, 0), (0, 170), (3, 200)]
-)  # 141-144-token prompts
+    ("size", "max_tokens"), [(2, 0), (3, 0), (0, 170), (3, 200), (0, 0)]
+)  # 141-144-token prompts; (0, 0): one packed chunk of the whole minibatch
 def test_micro_batched_loss_with_shared_prefixes_equals_the_whole_minibatch(model_dir, size, max_tokens):
     policy = build_hf_policy(str(model_dir), lora={"enabled": True, "r": 4, "seed": 5}).train()
     suffixes = ["F", "F H", "H", "G G", "F", "H H H", "G"]
@@ -194,28 +223,26 @@ def test_micro_batched_loss_with_shared_prefixes_equals_the_whole_minibatch(mode
     torch.testing.assert_close(scored[0], logp_all.detach(), **TOL)
 
 
-def test_shared_prefix_without_micro_batches_or_with_the_tiny_policy_is_refused_at_compose_time(model_dir):
-    with pytest.raises(ConfigError, match="trainer.micro_batch_size"):
-        validate_config(compose_config(["trainer.shared_prefix=true", "model=hf", f"model.path={model_dir}"]))
-    with pytest.raises(ConfigError, match="needs a Hugging Face policy"):
-        validate_config(compose_config(["trainer.shared_prefix=true", "trainer.micro_batch_size=4"]))
-    with pytest.raises(ConfigError, match="trainer.shared_prefix_tokens=600 bounds the micro-batches"):
-        validate_config(compose_config(["trainer.shared_prefix_tokens=600"]))
-    checkpointed = [
-        "trainer.shared_prefix=true",
-        "trainer.micro_batch_size=4",
-        "model=hf",
-        f"model.path={model_dir}",
-    ]
-    with pytest.raises(ConfigError, match="activation checkpointing would recompute without the tree"):
-        validate_config(compose_config([*checkpointed, "model.gradient_checkpointing=true"]))
-    validate_config(
-        compose_config(
-            [
-                "trainer.shared_prefix=true",
-                "trainer.micro_batch_size=4",
-                "model=hf",
-                f"model.path={model_dir}",
-            ]
-        )
+def test_shared_prefix_defaults_to_the_policys_choice_and_bad_combinations_are_refused(model_dir):
+    hf = ["model=hf", f"model.path={model_dir}"]
+    tiny, hf_cfg = compose_config([]), compose_config(hf)
+    assert tiny.trainer.shared_prefix is None and tiny.trainer.shared_prefix_tokens is None
+    assert (build_tiny_policy(TINY_WORDS).packed_update, build_tiny_policy(TINY_WORDS).packed_tokens) == (
+        True,
+        1024,
     )
+    validate_config(tiny)
+    validate_config(hf_cfg)
+    # a token budget needs packing: the HF policies' null is off, the tiny policy's on
+    with pytest.raises(ConfigError, match="trainer.shared_prefix_tokens=600 bounds the packed chunks"):
+        validate_config(compose_config([*hf, "trainer.shared_prefix_tokens=600"]))
+    validate_config(compose_config(["trainer.shared_prefix_tokens=600"]))
+    with pytest.raises(ConfigError, match="trainer.shared_prefix_tokens=600 bounds the packed chunks"):
+        validate_config(compose_config(["trainer.shared_prefix=false", "trainer.shared_prefix_tokens=600"]))
+    with pytest.raises(ConfigError, match="activation checkpointing would recompute without the tree"):
+        validate_config(
+            compose_config([*hf, "trainer.shared_prefix=true", "model.gradient_checkpointing=true"])
+        )
+    validate_config(compose_config([*hf, "model.gradient_checkpointing=true"]))  # null: no packing for HF
+    validate_config(compose_config([*hf, "trainer.shared_prefix=true"]))  # whole minibatches, packed
+    validate_config(compose_config([*hf, "trainer.shared_prefix=true", "trainer.micro_batch_size=4"]))
