@@ -131,13 +131,6 @@ def validate_config(cfg: DictConfig) -> None:
             "trainer.shared_prefix=true (and a positive budget), or trainer.shared_prefix_tokens=null",
         )
     )
-    checks.append(
-        (
-            not (cfg.rollout.engine.get("prefill") == "tree" and tiny),
-            "rollout.engine.prefill=tree needs a Hugging Face policy (model=hf or model=smollm2_135m): the tiny "
-            "policy has no packed prefill; set rollout.engine.prefill=shared",
-        )
-    )
     # every estimator here normalises within a group: a group of one has no baseline
     group_size = cfg.rollout.group_size  # an int (rollout schema)
     checks.append(

@@ -38,12 +38,14 @@ class Policy(torch.nn.Module):
             update pack the rows' shared prompt runs (``forward_packed``).
         packed_tokens: what ``trainer.shared_prefix_tokens=null`` means: the most tokens of a packed chunk
             (0 = no bound).
+        default_prefill: what ``rollout.engine.prefill=null`` means (a key of the torch engine's ``PREFILLS``).
     """
 
     tokenizer: Any
     default_max_new_tokens: int = 8
     packed_update: bool = False
     packed_tokens: int = 0
+    default_prefill: str = "shared"
 
     def build_prompt(self, observation: str, anchor: str, history: list[tuple[str, str]]) -> list[int]:
         """Prompt token ids for one turn. ``history`` holds this episode's past (observation, action_text)
@@ -105,7 +107,7 @@ class Policy(torch.nn.Module):
         """``forward_packed``'s logits (K, V) and the cache of the packed sequence (one row of T tokens), for the
         torch engine's ``prefill: tree``; ``gather_cache`` cuts it into rows."""
         raise NotImplementedError(
-            f"{type(self).__name__} has no packed prefill: rollout.engine.prefill=tree needs a Hugging Face policy"
+            f"{type(self).__name__} has no packed prefill: set rollout.engine.prefill=shared"
         )
 
     def prefix_kv(self, input_ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -39,8 +39,10 @@ class TinyConfig:
     max_seq_len: int = 256
     #: What the prompt shows: anchor (info["anchor"], compact) or observation (the text).
     prompt_source: PromptSource = PromptSource.anchor
-    #: Past turns in the prompt (>= 0); with prompt_source=anchor only their actions are shown.
-    history_window: int = 0
+    #: Past turns in the prompt (>= 0), after the current state, oldest first; with prompt_source=anchor only
+    #: their actions are shown. 2 = the last two actions: greedy evaluation can break the loops a state-only
+    #: policy falls into, and Taxi-v4 becomes learnable (docs/WHY_RUNS_FAIL.md); 0 = the current state only.
+    history_window: int = 2
     #: Layer-normalise each head's queries and keys (QK-LayerNorm), which bounds the attention logits
     #: (docs/WHY_RUNS_FAIL.md); false = plain attention.
     qk_norm: bool = True

@@ -47,6 +47,8 @@ class TinyPolicy(Policy):
     packed_update = True
     #: A packed chunk's token bound by default: the dense (T, T) attention grows with the square of T.
     packed_tokens = 1024
+    #: The engine's prefill by default (``rollout.engine.prefill=null``): the packed tree, one forward.
+    default_prefill = "tree"
 
     def __init__(
         self, tokenizer: WordTokenizer, model: TinyGPT, prompt_source: str = "anchor", history_window: int = 0
@@ -126,6 +128,19 @@ class TinyPolicy(Policy):
         prefix = past[0][0].shape[2] if past else 0
         allowed = layout.dense_mask(prefix).to(input_ids.device)
         return self.model.forward_packed(input_ids, positions, allowed, keep, past)
+
+    def prefill_packed(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, layout: TreeLayout, keep: torch.Tensor
+    ) -> tuple[torch.Tensor, KVCache]:
+        """``forward_packed``'s logits (K, V) and the cache of the packed sequence (per layer (1, H, T, D/H)), for
+        the torch engine's ``prefill: tree``."""
+        allowed = layout.dense_mask().to(input_ids.device)
+        return self.model.prefill_packed(input_ids, positions, allowed, keep)
+
+    def gather_cache(self, cache: KVCache, index: torch.Tensor) -> KVCache:
+        """Cut a packed cache (batch 1, T tokens) into U rows, row u holding the packed tokens ``index[u]``
+        (U, L) int64: per layer (U, H, L, D/H)."""
+        return [(k[0][:, index].transpose(0, 1), v[0][:, index].transpose(0, 1)) for k, v in cache]
 
     def prefix_kv(self, input_ids: torch.Tensor) -> KVCache:
         """Per layer, the keys and values (1, H, L, D/H) of the prompt prefix ``input_ids`` (L,) at positions

@@ -7,6 +7,7 @@ The cache is a list (one entry per layer) of (keys, values), each (N, H, S, D / 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -15,11 +16,42 @@ from torch import nn
 from gigpo_lab.policy.base import position_ids_from_mask
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]
+#: Queries per attention block of a packed sequence (``BlockMask``).
+QUERY_BLOCK = 128
 #: The fewest kept rows (N * logits_to_keep) for which the last block computes only the kept positions. BLAS
 #: picks its kernels by matrix shape, and small row counts take others, which round differently: on this
 #: machine's MKL, 8 to 15 kept rows gave other bits than the full layer; from 16 rows on a row's numbers do not
 #: depend on the row count (tests/policy/test_tiny_gpt.py checks every count around the bound).
 MIN_KEPT_ROWS = 16
+
+
+@dataclass(frozen=True)
+class BlockMask:
+    """A sparse attention pattern of one packed row (batch 1), as query blocks that each read only the keys
+    some query of theirs may see: a packed prefix tree is mostly pairs that never meet (sibling subtrees), so
+    attending block by block costs about T x (block + its ancestors' tokens) instead of T x T.
+
+    Attributes:
+        spans: per block, its queries [start, end) of the T.
+        keys: per block, (K_b,) int64, the keys (of the S + T) that its queries may see, ascending.
+        masks: per block, (1, 1, end - start, K_b) bool, which of those keys each query sees.
+    """
+
+    spans: list[tuple[int, int]]
+    keys: list[torch.Tensor]
+    masks: list[torch.Tensor]
+
+    @staticmethod
+    def from_dense(allowed: torch.Tensor, block: int = QUERY_BLOCK) -> BlockMask:
+        """The blocks of a dense (T, S + T) bool mask, ``block`` queries each."""
+        spans, keys, masks = [], [], []
+        for start in range(0, allowed.shape[0], block):
+            rows = allowed[start : start + block]
+            seen = rows.any(0).nonzero().squeeze(1)
+            spans.append((start, start + len(rows)))
+            keys.append(seen)
+            masks.append(rows[:, seen][None, None])
+        return BlockMask(spans, keys, masks)
 
 
 class CausalSelfAttention(nn.Module):
@@ -50,16 +82,31 @@ class CausalSelfAttention(nn.Module):
         return self.proj(out), kv
 
     def attend(
-        self, x: torch.Tensor, allowed: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
+        self,
+        x: torch.Tensor,
+        allowed: torch.Tensor | BlockMask,
+        past: tuple[torch.Tensor, torch.Tensor] | None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """The heads' outputs (N, T, D) before the output projection, and the keys/values (N, H, S+T, D/H)."""
+        """The heads' outputs (N, T, D) before the output projection, and the keys/values (N, H, S+T, D/H).
+        ``allowed``: (N, 1, T, S+T) bool, or a ``BlockMask`` (N = 1)."""
         n, t, d = x.shape
         q, k, v = self.qkv(x).view(n, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
         q, k = self.q_norm(q), self.k_norm(k)  # (N, H, T, D/H) each; identity without qk_norm
         if past is not None:
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        if isinstance(allowed, BlockMask):
+            out = torch.cat(
+                [
+                    F.scaled_dot_product_attention(
+                        q[:, :, start:end], k.index_select(2, keys), v.index_select(2, keys), attn_mask=mask
+                    )
+                    for (start, end), keys, mask in zip(allowed.spans, allowed.keys, allowed.masks, strict=True)
+                ],
+                dim=2,
+            )
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         return out.transpose(1, 2).reshape(n, t, d), (k, v)
 
 
@@ -84,25 +131,31 @@ class Block(nn.Module):
         positions, which are then read as a strided view, as the plain rows' pass always has.
 
         The keys and values (every position's) and the attention are computed in full; the output projection,
-        ``ln2`` and the MLP, which act on each position alone, only at the kept positions. Same bits as
-        ``forward(...)[0].reshape(-1, D)[index]``, gradients included: the row-wise ops give each row the bits it
-        has in the full batch (BLAS kernels do not depend on the row count from ``MIN_KEPT_ROWS`` rows on), and
-        the parameter gradients, which sum over rows, are summed over all N*T rows with zero rows where the full
-        layer's rows get zero gradient (``_KeptRowsLinear``; ``ln2`` runs on zero-padded rows), so they add
-        the same terms in the same order.
+        ``ln2`` and the MLP, which act on each position alone, only at the kept positions. With ``tail`` (the
+        plain rows), the same bits as ``forward(...)[0].reshape(-1, D)[index]``, gradients included: the
+        row-wise ops give each row the bits it has in the full batch (BLAS kernels do not depend on the row
+        count from ``MIN_KEPT_ROWS`` rows on), and the parameter gradients, which sum over rows, are summed over
+        all N*T rows with zero rows where the full layer's rows get zero gradient (``_KeptRowsLinear``; ``ln2``
+        runs on zero-padded rows), so they add the same terms in the same order. Without it (a packed tree,
+        which matches its plain rows only up to rounding anyway) the kept rows go through plain layers.
         """
         n, t, d = x.shape
 
         def pick(y: torch.Tensor) -> torch.Tensor:  # (N, T, D) -> the kept rows (K, D)
             return y[:, -tail:].reshape(-1, d) if tail else y.reshape(-1, d)[index]
 
+        def linear(h: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
+            if tail:
+                return _KeptRowsLinear.apply(h, layer.weight, layer.bias, index, n * t)
+            return layer(h)
+
         out, kv = self.attn.attend(self.ln1(x), allowed, past)
-        proj, up, down = self.attn.proj, self.mlp[0], self.mlp[2]
-        x = pick(x) + _KeptRowsLinear.apply(pick(out), proj.weight, proj.bias, index, n * t)
-        padded = x.new_zeros(n * t, d).index_copy(0, index, x).view(n, t, d)
-        h = pick(self.ln2(padded))
-        h = self.mlp[1](_KeptRowsLinear.apply(h, up.weight, up.bias, index, n * t))
-        return x + _KeptRowsLinear.apply(h, down.weight, down.bias, index, n * t), kv
+        x = pick(x) + linear(pick(out), self.attn.proj)
+        if tail:
+            h = pick(self.ln2(x.new_zeros(n * t, d).index_copy(0, index, x).view(n, t, d)))
+        else:
+            h = self.ln2(x)
+        return x + linear(self.mlp[1](linear(h, self.mlp[0])), self.mlp[2]), kv
 
 
 class _KeptRowsLinear(torch.autograd.Function):
@@ -211,11 +264,23 @@ class TinyGPT(nn.Module):
         past: KVCache | None = None,
     ) -> torch.Tensor:
         """One packed sequence: input_ids and positions (T,), allowed (T, S+T) bool (query x key, the S cached
-        keys of ``past`` first), keep (K,) int64 -> logits (K, V) at the kept columns."""
+        keys of ``past`` first), keep (K,) int64 -> logits (K, V) at the kept columns. The attention runs in
+        query blocks over the keys each block needs (``BlockMask``)."""
+        return self.prefill_packed(input_ids, positions, allowed, keep, past)[0]
+
+    def prefill_packed(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        allowed: torch.Tensor,
+        keep: torch.Tensor,
+        past: KVCache | None = None,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """``forward_packed``'s logits (K, V) and the packed sequence's cache (batch 1, S + T keys)."""
         index = keep if self.prune_last_block and len(keep) >= MIN_KEPT_ROWS else None
-        x, _ = self._run(input_ids[None], positions[None], allowed[None, None], past, index)
+        x, cache = self._run(input_ids[None], positions[None], BlockMask.from_dense(allowed), past, index)
         x = x if index is not None else x[0, keep]
-        return F.linear(self.ln_f(x), self.tok_emb.weight)
+        return F.linear(self.ln_f(x), self.tok_emb.weight), cache
 
     def _run(
         self,

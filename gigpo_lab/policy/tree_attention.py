@@ -76,10 +76,14 @@ class TreeLayout:
         node or one of its ancestors, and j <= i (nodes are packed parents first, so within a node that is
         causal and every ancestor's tokens come earlier)."""
         n = len(self.spans)
-        ancestry = torch.eye(n, dtype=torch.bool)  # ancestry[a, b]: b is a or an ancestor of a
+        lines: list[list[int]] = []  # each node and its ancestors
         for node, parent in enumerate(self.parents):
-            if parent >= 0:
-                ancestry[node] |= ancestry[parent]
+            lines.append((lines[parent] if parent >= 0 else []) + [node])
+        ancestry = torch.zeros(n, n, dtype=torch.bool)  # ancestry[a, b]: b is a or an ancestor of a
+        ancestry[
+            torch.repeat_interleave(torch.arange(n), torch.tensor([len(line) for line in lines], dtype=torch.long)),
+            torch.tensor([b for line in lines for b in line], dtype=torch.long),
+        ] = True
         sizes = torch.tensor([end - start for start, end in self.spans], dtype=torch.long)
         node_of = torch.repeat_interleave(torch.arange(n), sizes)
         allowed = ancestry[node_of][:, node_of].tril_()

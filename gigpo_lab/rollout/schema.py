@@ -43,9 +43,10 @@ class TorchEngineConfig(EngineConfig):
 
     #: How the prompts' KV cache is filled; every option gives the same numbers up to float rounding.
     #: shared = identical prompts and the prefix common to all prompts run once; tree = every token run
-    #: that some prompts share runs once (a radix tree with tree attention; needs an HF policy, model=hf or
-    #: smollm2_*); plain = the left-padded batch.
-    prefill: Prefill = "shared"  # type: ignore[assignment]
+    #: that some prompts share runs once (a radix tree packed into one sequence); plain = the left-padded
+    #: batch. null = the policy's choice: tree for the tiny policy (rows in one state share its opening),
+    #: shared for the Hugging Face ones (whose tree attention runs one attention call per tree node).
+    prefill: Optional[Prefill] = None  # type: ignore[assignment]  # noqa: UP045
     #: true = sample with the LoRA adapters merged into a temporary copy of the base weights (no adapter
     #: matmuls; the same distribution up to float rounding; one extra copy of the adapted weights while
     #: sampling); false = run the adapters as they train. No effect without LoRA.

@@ -71,7 +71,7 @@ class TorchEngine:
         policy: the policy (shared, not copied).
         sampling: temperature, top_p, max_new_tokens (None: ``policy.default_max_new_tokens``), greedy.
         prefill: a key of ``PREFILLS``: ``shared`` runs identical prompts and the common prompt prefix once,
-            ``tree`` every shared run of the prompts (needs ``Policy.prefill_packed``: a Hugging Face policy),
+            ``tree`` every shared run of the prompts (needs ``Policy.prefill_packed``),
             ``plain`` the left-padded batch (same results up to float rounding).
         merge_lora: sample with the LoRA adapters merged into the base weights (``Policy.merged_weights``): the
             same distribution up to float rounding, without the adapters' extra matmuls.
@@ -186,14 +186,17 @@ def build_torch_engine(
     top_p: float = 1.0,
     max_new_tokens: int | None = None,
     greedy: bool = False,
-    prefill: str = "shared",
+    prefill: str | None = None,
     merge_lora: bool = False,
 ) -> TorchEngine:
     """The ``conf/rollout/torch.yaml`` engine target: ``instantiate(cfg.rollout.engine)(policy=policy)``.
 
-    ``max_new_tokens=None`` takes ``policy.default_max_new_tokens`` (tiny: 1, hf: 32).
+    ``max_new_tokens=None`` takes ``policy.default_max_new_tokens`` (tiny: 1, hf: 32); ``prefill=None``
+    takes ``policy.default_prefill`` (tiny: tree, hf: shared).
     """
     if max_new_tokens is None:
         max_new_tokens = policy.default_max_new_tokens
+    if prefill is None:
+        prefill = policy.default_prefill
     sampling = SamplingParams(temperature, top_p, max_new_tokens, greedy)
     return TorchEngine(policy, sampling, prefill=prefill, merge_lora=merge_lora)

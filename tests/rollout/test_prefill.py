@@ -65,6 +65,16 @@ def hf(tmp_path_factory):
     return build_hf_policy(str(build_tiny_hf_model(tmp_path_factory.mktemp("qwen2"))))
 
 
+#: The tiny policy's packed prefill (a dense tree mask), on ids 6..60.
+TINY = build_tiny_policy([str(i) for i in range(60)], d_model=32, max_seq_len=64, seed=3)
+
+
+@pytest.fixture(scope="module", params=["hf", "tiny"])
+def packed(request):
+    """A policy with a packed prefill: the HF one (tree attention) or the tiny one."""
+    return request.getfixturevalue("hf") if request.param == "hf" else TINY
+
+
 @settings(max_examples=20, deadline=None)
 @given(
     stem=st.lists(st.integers(6, 60), max_size=6),
@@ -77,31 +87,29 @@ def hf(tmp_path_factory):
     ),
     picks=st.lists(st.integers(0, 7), min_size=1, max_size=9),
 )
-def test_tree_prefill_matches_the_plain_prefill(hf, stem, branches, picks):
+def test_tree_prefill_matches_the_plain_prefill(packed, stem, branches, picks):
     """Prompts that share a stem, some of them a branch too, repeated: tree_prefill's logits, mask and cache
     (one more token through it) equal a plain left-padded prefill's within 1e-5."""
     prompts = [
         stem + branches[p % len(branches)][0] + branches[p % len(branches)][1][: 1 + p % 5] for p in picks
     ]
-    ids, mask = left_pad(prompts, hf.tokenizer.pad_id)
+    ids, mask = left_pad(prompts, packed.tokenizer.pad_id)
     with torch.no_grad():
-        logits, cache, tree_mask = tree_prefill(hf, ids, mask)
-        plain, plain_cache = hf.forward_logits(ids, mask, None, logits_to_keep=1)
+        logits, cache, tree_mask = tree_prefill(packed, ids, mask)
+        plain, plain_cache = packed.forward_logits(ids, mask, None, logits_to_keep=1)
         torch.testing.assert_close(logits, plain[:, -1], atol=1e-5, rtol=0)
         assert torch.equal(tree_mask.sum(1), mask.sum(1))
         assert (tree_mask[:, :-1] <= tree_mask[:, 1:]).all(), "left-padded"
         token = torch.full((len(prompts), 1), 9)
         step = torch.ones(len(prompts), 1, dtype=torch.bool)
-        after, _ = hf.forward_logits(token, torch.cat([tree_mask, step], 1), cache)
-        after_plain, _ = hf.forward_logits(token, torch.cat([mask, step], 1), plain_cache)
+        after, _ = packed.forward_logits(token, torch.cat([tree_mask, step], 1), cache)
+        after_plain, _ = packed.forward_logits(token, torch.cat([mask, step], 1), plain_cache)
     torch.testing.assert_close(after, after_plain, atol=1e-5, rtol=0)
 
 
-def test_tree_prefill_without_cache_and_the_tiny_policy_refusing_it(hf):
-    ids, mask = left_pad([[7, 8, 9], [7, 8, 10, 11], [7, 8, 9]], hf.tokenizer.pad_id)
+def test_tree_prefill_without_cache_gives_the_same_logits(packed):
+    ids, mask = left_pad([[7, 8, 9], [7, 8, 10, 11], [7, 8, 9]], packed.tokenizer.pad_id)
     with torch.no_grad():
-        logits, cache, _ = tree_prefill(hf, ids, mask)
-        bare_logits, no_cache, _ = tree_prefill(hf, ids, mask, keep_cache=False)
+        logits, cache, _ = tree_prefill(packed, ids, mask)
+        bare_logits, no_cache, _ = tree_prefill(packed, ids, mask, keep_cache=False)
     assert no_cache is None and torch.equal(bare_logits, logits)
-    with pytest.raises(NotImplementedError, match="prefill=tree needs a Hugging Face policy"):
-        tree_prefill(POLICY, ids, mask)

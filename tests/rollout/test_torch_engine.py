@@ -260,3 +260,19 @@ def test_every_prefill_and_merged_adapters_sample_the_policy(tmp_path_factory, p
 def test_an_unknown_prefill_is_refused(hf):
     with pytest.raises(ValueError, match="prefill='radix' is not one of"):
         build_torch_engine(hf, prefill="radix")
+
+
+@pytest.mark.parametrize("prefill", ["shared", "tree"])
+def test_the_tiny_policys_prefills_sample_the_policy(prefill):
+    """The tiny policy's tree prefill (a dense packed mask, its cache cut into rows) and its shared one: the
+    no-cache greedy decode, and sampling log-probs equal to ``policy.logprobs`` within 1e-5."""
+    policy = build_tiny_policy([str(i) for i in range(40)], d_model=32, n_heads=2, max_seq_len=64, seed=5)
+    engine = build_torch_engine(policy, max_new_tokens=4, prefill=prefill)
+    prompt_ids, prompt_mask = ragged_prompts(policy, 12, seed=6, shared=True)
+    out = engine.generate(prompt_ids, prompt_mask, greedy=True)
+    with torch.no_grad():
+        cached = [r[m].tolist() for r, m in zip(out.response_ids, out.response_mask, strict=True)]
+        assert cached == reference_greedy(policy, prompt_ids, prompt_mask, 4)
+        sampled = engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0))
+        logp, _ = policy.logprobs(prompt_ids, prompt_mask, sampled.response_ids, sampled.response_mask)
+    torch.testing.assert_close(sampled.logprobs, logp, atol=1e-5, rtol=0)
