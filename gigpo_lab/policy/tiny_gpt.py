@@ -101,7 +101,9 @@ class CausalSelfAttention(nn.Module):
                     F.scaled_dot_product_attention(
                         q[:, :, start:end], k.index_select(2, keys), v.index_select(2, keys), attn_mask=mask
                     )
-                    for (start, end), keys, mask in zip(allowed.spans, allowed.keys, allowed.masks, strict=True)
+                    for (start, end), keys, mask in zip(
+                        allowed.spans, allowed.keys, allowed.masks, strict=True
+                    )
                 ],
                 dim=2,
             )
@@ -277,7 +279,7 @@ class TinyGPT(nn.Module):
         past: KVCache | None = None,
     ) -> tuple[torch.Tensor, KVCache]:
         """``forward_packed``'s logits (K, V) and the packed sequence's cache (batch 1, S + T keys)."""
-        index = keep if self.prune_last_block and len(keep) >= MIN_KEPT_ROWS else None
+        index = keep if self.prune_last_block else None  # a packed row is not compared bit for bit
         x, cache = self._run(input_ids[None], positions[None], BlockMask.from_dense(allowed), past, index)
         x = x if index is not None else x[0, keep]
         return F.linear(self.ln_f(x), self.tok_emb.weight), cache

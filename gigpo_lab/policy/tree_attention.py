@@ -81,7 +81,9 @@ class TreeLayout:
             lines.append((lines[parent] if parent >= 0 else []) + [node])
         ancestry = torch.zeros(n, n, dtype=torch.bool)  # ancestry[a, b]: b is a or an ancestor of a
         ancestry[
-            torch.repeat_interleave(torch.arange(n), torch.tensor([len(line) for line in lines], dtype=torch.long)),
+            torch.repeat_interleave(
+                torch.arange(n), torch.tensor([len(line) for line in lines], dtype=torch.long)
+            ),
             torch.tensor([b for line in lines for b in line], dtype=torch.long),
         ] = True
         sizes = torch.tensor([end - start for start, end in self.spans], dtype=torch.long)

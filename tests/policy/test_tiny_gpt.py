@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gigpo_lab.policy import build_tiny_policy
-from gigpo_lab.policy.tiny_gpt import MIN_KEPT_ROWS, TinyGPT
+from gigpo_lab.policy.tiny_gpt import MIN_KEPT_ROWS, BlockMask, CausalSelfAttention, TinyGPT
 
 VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down", "\n"]
 
@@ -99,3 +99,31 @@ def test_the_pruned_last_block_keeps_the_bits_at_every_row_count_around_its_boun
                 out[prune] = policy.forward_logits(ids, mask, None, logits_to_keep=1)[0]
         TinyGPT.prune_last_block = True
         assert torch.equal(out[False], out[True]), n
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    t=st.integers(1, 40),
+    prefix=st.integers(0, 5),
+    block=st.integers(1, 16),
+    density=st.floats(0.0, 1.0),
+    seed=st.integers(0, 1000),
+)
+def test_block_attention_equals_the_dense_mask(t, prefix, block, density, seed):
+    """A packed row's attention in query blocks over the keys each block needs (``BlockMask``) gives what one
+    attention over the dense mask gives, outputs and gradients, for any pattern where a query sees itself."""
+    gen = torch.Generator().manual_seed(seed)
+    attn = CausalSelfAttention(16, 2, qk_norm=True)
+    allowed = torch.rand(t, prefix + t, generator=gen) < density
+    allowed[:, prefix:] |= torch.eye(t, dtype=torch.bool)
+    past = (torch.randn(1, 2, prefix, 8, generator=gen), torch.randn(1, 2, prefix, 8, generator=gen))
+    x = torch.randn(1, t, 16, generator=gen, requires_grad=True)
+    outs = []
+    for pattern in (allowed[None, None], BlockMask.from_dense(allowed, block)):
+        attn.zero_grad()
+        x.grad = None
+        out, _ = attn.attend(x, pattern, past if prefix else None)
+        out.square().sum().backward()
+        outs.append((out.detach(), x.grad.clone(), attn.qkv.weight.grad.clone()))
+    for dense, blocked in zip(*outs, strict=True):
+        torch.testing.assert_close(blocked, dense, atol=1e-5, rtol=0)

@@ -283,6 +283,16 @@ def test_row_sized_minibatches_are_refused_with_several_ranks(tiny_overrides, tm
         trainer.fit(module)
 
 
+def test_packed_chunks_are_refused_with_several_ranks(tiny_overrides, tmp_path):
+    """Packed chunks are bounded by tokens, so ranks would run different numbers of backward passes: an explicit
+    trainer.shared_prefix=true is refused (null, the default, turns packing off there)."""
+    cfg = compose_config([*tiny_overrides, "trainer.minibatch_size=0", "trainer.shared_prefix=true"])
+    module = _build_module(cfg)
+    trainer = two_rank_trainer(tmp_path, 1)
+    with pytest.raises(Exception, match="trainer.shared_prefix=false"):
+        trainer.fit(module)
+
+
 def test_a_stale_rank_variable_in_a_single_process_is_a_clear_error(tiny_overrides, tmp_path, monkeypatch):
     """LOCAL_RANK=1 left in the shell: the run would go untracked; it stops before any rollout, naming it."""
     from gigpo_lab.train import train
