@@ -279,7 +279,7 @@ class TinyGPT(nn.Module):
         past: KVCache | None = None,
     ) -> tuple[torch.Tensor, KVCache]:
         """``forward_packed``'s logits (K, V) and the packed sequence's cache (batch 1, S + T keys)."""
-        index = keep if self.prune_last_block else None  # a packed row is not compared bit for bit
+        index = keep if self.prune_last_block and len(keep) >= MIN_KEPT_ROWS else None
         x, cache = self._run(input_ids[None], positions[None], BlockMask.from_dense(allowed), past, index)
         x = x if index is not None else x[0, keep]
         return F.linear(self.ln_f(x), self.tok_emb.weight), cache
