@@ -110,12 +110,9 @@ def validate_config(cfg: DictConfig) -> None:
         TinyConfig,  # loaded by the compose already; torch stays out of imports
     )
 
-    tiny = cfg.model.get("_target_") == TinyConfig._target_  # no packed forward or prefill
-    shared = cfg.trainer.shared_prefix
-    if (
-        shared is None
-    ):  # the policy's choice (Policy.packed_update): the tiny policy packs, the HF ones do not
-        shared = tiny
+    # null is the policy's choice (Policy.packed_update): the tiny policy packs, the HF ones do not
+    tiny = cfg.model.get("_target_") == TinyConfig._target_
+    shared = tiny if cfg.trainer.shared_prefix is None else cfg.trainer.shared_prefix
     checks.append(
         (
             not (shared and cfg.model.get("gradient_checkpointing", False)),
