@@ -127,7 +127,7 @@ class TinyPolicy(Policy):
         keys and values (1, H, L, D/H) of a prefix every token sees (``prefix_kv``)."""
         prefix = past[0][0].shape[2] if past else 0
         allowed = layout.dense_mask(prefix).to(input_ids.device)
-        return self.model.forward_packed(input_ids, positions, allowed, keep, past)
+        return self.model.prefill_packed(input_ids, positions, allowed, keep, past)[0]
 
     def prefill_packed(
         self, input_ids: torch.Tensor, positions: torch.Tensor, layout: TreeLayout, keep: torch.Tensor

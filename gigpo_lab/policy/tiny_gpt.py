@@ -257,19 +257,6 @@ class TinyGPT(nn.Module):
             x = x[:, -logits_to_keep:]
         return F.linear(self.ln_f(x), self.tok_emb.weight), cache
 
-    def forward_packed(
-        self,
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        allowed: torch.Tensor,
-        keep: torch.Tensor,
-        past: KVCache | None = None,
-    ) -> torch.Tensor:
-        """One packed sequence: input_ids and positions (T,), allowed (T, S+T) bool (query x key, the S cached
-        keys of ``past`` first), keep (K,) int64 -> logits (K, V) at the kept columns. The attention runs in
-        query blocks over the keys each block needs (``BlockMask``)."""
-        return self.prefill_packed(input_ids, positions, allowed, keep, past)[0]
-
     def prefill_packed(
         self,
         input_ids: torch.Tensor,
@@ -278,7 +265,10 @@ class TinyGPT(nn.Module):
         keep: torch.Tensor,
         past: KVCache | None = None,
     ) -> tuple[torch.Tensor, KVCache]:
-        """``forward_packed``'s logits (K, V) and the packed sequence's cache (batch 1, S + T keys)."""
+        """One packed sequence: input_ids and positions (T,), allowed (T, S+T) bool (query x key, the S cached
+        keys of ``past`` first), keep (K,) int64 -> logits (K, V) at the kept columns, and the packed
+        sequence's cache (batch 1, S + T keys). The attention runs in query blocks over the keys each block
+        needs (``BlockMask``)."""
         index = keep if self.prune_last_block and len(keep) >= MIN_KEPT_ROWS else None
         x, cache = self._run(input_ids[None], positions[None], BlockMask.from_dense(allowed), past, index)
         x = x if index is not None else x[0, keep]

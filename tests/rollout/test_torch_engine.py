@@ -247,11 +247,16 @@ def test_every_prefill_and_merged_adapters_sample_the_policy(tmp_path_factory, p
     no-cache greedy decode and sampling log-probs equal to ``policy.logprobs`` within 1e-5."""
     policy = _lora_policy(tmp_path_factory.mktemp("qwen2"))
     engine = build_torch_engine(policy, max_new_tokens=6, prefill=prefill, merge_lora=merge_lora)
-    prompt_ids, prompt_mask = ragged_prompts(policy, 12, seed=4, shared=True)
+    _assert_samples_the_policy(engine, policy, *ragged_prompts(policy, 12, seed=4, shared=True), 6)
+
+
+def _assert_samples_the_policy(engine, policy, prompt_ids, prompt_mask, max_new: int) -> None:
+    """The engine's cached greedy decode equals the no-cache one, and its sampling log-probs equal
+    ``policy.logprobs`` within 1e-5."""
     out = engine.generate(prompt_ids, prompt_mask, greedy=True)
     with torch.no_grad():
         cached = [r[m].tolist() for r, m in zip(out.response_ids, out.response_mask, strict=True)]
-        assert cached == reference_greedy(policy, prompt_ids, prompt_mask, 6)
+        assert cached == reference_greedy(policy, prompt_ids, prompt_mask, max_new)
         sampled = engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0))
         logp, _ = policy.logprobs(prompt_ids, prompt_mask, sampled.response_ids, sampled.response_mask)
     torch.testing.assert_close(sampled.logprobs, logp, atol=1e-5, rtol=0)
@@ -268,11 +273,4 @@ def test_the_tiny_policys_prefills_sample_the_policy(prefill):
     no-cache greedy decode, and sampling log-probs equal to ``policy.logprobs`` within 1e-5."""
     policy = build_tiny_policy([str(i) for i in range(40)], d_model=32, n_heads=2, max_seq_len=64, seed=5)
     engine = build_torch_engine(policy, max_new_tokens=4, prefill=prefill)
-    prompt_ids, prompt_mask = ragged_prompts(policy, 12, seed=6, shared=True)
-    out = engine.generate(prompt_ids, prompt_mask, greedy=True)
-    with torch.no_grad():
-        cached = [r[m].tolist() for r, m in zip(out.response_ids, out.response_mask, strict=True)]
-        assert cached == reference_greedy(policy, prompt_ids, prompt_mask, 4)
-        sampled = engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0))
-        logp, _ = policy.logprobs(prompt_ids, prompt_mask, sampled.response_ids, sampled.response_mask)
-    torch.testing.assert_close(sampled.logprobs, logp, atol=1e-5, rtol=0)
+    _assert_samples_the_policy(engine, policy, *ragged_prompts(policy, 12, seed=6, shared=True), 4)
