@@ -227,10 +227,8 @@ def test_shared_prefix_defaults_to_the_policys_choice_and_bad_combinations_are_r
     hf = ["model=hf", f"model.path={model_dir}"]
     tiny, hf_cfg = compose_config([]), compose_config(hf)
     assert tiny.trainer.shared_prefix is None and tiny.trainer.shared_prefix_tokens is None
-    assert (build_tiny_policy(TINY_WORDS).packed_update, build_tiny_policy(TINY_WORDS).packed_tokens) == (
-        True,
-        1024,
-    )
+    policy = build_tiny_policy(TINY_WORDS)
+    assert (policy.packed_update, policy.packed_tokens) == (True, 1024)
     validate_config(tiny)
     validate_config(hf_cfg)
     # a token budget needs packing: the HF policies' null is off, the tiny policy's on
