@@ -5,8 +5,8 @@ checkpointed and resumed)."""
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from collections import Counter
+from fractions import Fraction
 from functools import partial
 
 import advantage_oracle as oracle
@@ -153,9 +153,14 @@ def test_annealing_scales_the_bonus_linearly_down_to_zero(batches, beta, anneal,
     out; neither: times 1), so zero once either shortened budget is spent, while the counts go on exactly as
     without annealing."""
     annealed = CountBonus(
-        beta=beta, first_visit=False, anneal=anneal, anneal_env_steps=anneal_env_steps, anneal_fraction=fraction
+        beta=beta,
+        first_visit=False,
+        anneal=anneal,
+        anneal_env_steps=anneal_env_steps,
+        anneal_fraction=fraction,
     )
     constant = CountBonus(beta=beta, first_visit=False)
+
     def shortened(clock):  # exact arithmetic, rounded half up
         return max(1, math.floor(Fraction(fraction) * clock + Fraction(1, 2))) if clock else 0
 
