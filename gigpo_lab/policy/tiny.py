@@ -9,7 +9,10 @@ The current state comes first, so its tokens sit at the same positions whatever 
 state share that opening, which the update runs once (``trainer.shared_prefix``, a prefix tree over the rows).
 Each history entry is the past action's words, preceded by the past observation's words when
 ``prompt_source="observation"`` (past anchors are not part of the history, so with ``"anchor"`` only the
-actions are kept), oldest first. The response is one action word, then a stop token: ``default_max_new_tokens = 1``
+actions are kept), oldest first. With ``mark_unchanged``, an entry whose action left the observation as it
+was (the next observation, or the current one for the last entry, equals the entry's) ends with the word
+``unchanged`` (``S F F ... <sep> up unchanged <sep> left <sep>``): a move into a wall or an illegal
+pickup is then visible, which the actions alone do not show. The response is one action word, then a stop token: ``default_max_new_tokens = 1``
 (the env's wrapper accepts a bare admissible word such as ``left``).
 """
 
@@ -27,6 +30,8 @@ from gigpo_lab.policy.word_tokenizer import WordTokenizer
 PROMPT_SOURCES = ("anchor", "observation")
 #: Positions kept free after a prompt for the response (the default SamplingParams budget).
 RESPONSE_RESERVE = 8
+#: The word that ends a history entry whose action left the observation unchanged (``mark_unchanged``).
+UNCHANGED = "unchanged"
 #: Distinct texts whose token ids ``build_prompt`` keeps (the memo is emptied when full).
 ENCODE_CACHE_SIZE = 65_536
 
@@ -39,6 +44,8 @@ class TinyPolicy(Policy):
         model: the ``TinyGPT`` (its vocabulary size must cover the tokenizer's).
         prompt_source: ``"anchor"`` (info["anchor"], the compact state) or ``"observation"`` (the text).
         history_window: how many past (observation, action) pairs enter the prompt; 0 = none.
+        mark_unchanged: end a history entry with ``UNCHANGED`` when its action left the observation as it was
+            (module doc); the tokenizer must know the word.
     """
 
     default_max_new_tokens = 1
@@ -51,7 +58,12 @@ class TinyPolicy(Policy):
     default_prefill = "tree"
 
     def __init__(
-        self, tokenizer: WordTokenizer, model: TinyGPT, prompt_source: str = "anchor", history_window: int = 0
+        self,
+        tokenizer: WordTokenizer,
+        model: TinyGPT,
+        prompt_source: str = "anchor",
+        history_window: int = 0,
+        mark_unchanged: bool = False,
     ):
         super().__init__()
         if prompt_source not in PROMPT_SOURCES:
@@ -62,6 +74,10 @@ class TinyPolicy(Policy):
         self.model = model
         self.prompt_source = prompt_source
         self.history_window = history_window
+        self.mark_unchanged = bool(mark_unchanged)
+        if self.mark_unchanged and UNCHANGED not in tokenizer.token_to_id:
+            raise ValueError(f"mark_unchanged needs the word {UNCHANGED!r} in the tokenizer's vocabulary")
+        self._unchanged = [tokenizer.token_to_id[UNCHANGED]] if self.mark_unchanged else []
         self._encoded: dict[str, list[int]] = {}  # text -> ids (``_encode``)
 
     def build_prompt(self, observation: str, anchor: str, history: list[tuple[str, str]]) -> list[int]:
@@ -75,10 +91,14 @@ class TinyPolicy(Policy):
             return ids[-limit:]
         entries: list[list[int]] = []
         room = limit - len(ids)
+        nxt = observation  # the observation that followed the entry being read (newest first)
         for past_observation, action in reversed(
             history[-self.history_window :] if self.history_window else []
         ):
             entry = (encode(past_observation) if self.prompt_source == "observation" else []) + encode(action)
+            if self.mark_unchanged and past_observation == nxt:
+                entry = entry + self._unchanged
+            nxt = past_observation
             if len(entry) + 1 > room:
                 break
             entries.append(entry + [sep])
@@ -159,11 +179,13 @@ def build_tiny_policy(
     history_window: int = 0,
     seed: int = 0,
     qk_norm: bool = False,
+    mark_unchanged: bool = False,
 ) -> TinyPolicy:
     """A ``TinyPolicy`` over ``vocabulary`` (e.g. ``env.unwrapped.vocabulary()``), initialised from ``seed``
-    alone (the global RNG is left untouched)."""
-    tokenizer = WordTokenizer(vocabulary)
+    alone (the global RNG is left untouched). With ``mark_unchanged`` the word ``UNCHANGED`` joins the
+    vocabulary (after it, so the other words keep their ids)."""
+    tokenizer = WordTokenizer([*vocabulary, UNCHANGED] if mark_unchanged else vocabulary)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = TinyGPT(tokenizer.vocab_size, d_model, n_layers, n_heads, max_seq_len, qk_norm)
-    return TinyPolicy(tokenizer, model, prompt_source, history_window)
+    return TinyPolicy(tokenizer, model, prompt_source, history_window, mark_unchanged)

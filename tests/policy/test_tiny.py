@@ -56,6 +56,51 @@ def test_history_window_keeps_the_last_actions_after_the_state():
     assert observed.tokenizer.decode(observed.build_prompt("G", "P F", history)) == "G <sep> F left <sep>"
 
 
+def test_mark_unchanged_ends_the_entries_whose_action_left_the_observation_as_it_was():
+    """Entry i is marked when the observation after it (entry i+1's, or the current one for the newest) equals
+    its own; the marks do not move the state, and the unmarked default is the layout above."""
+    policy = build_tiny_policy(VOCAB, d_model=32, history_window=3, mark_unchanged=True)
+    history = [("S", "up"), ("F", "up"), ("F", "left"), ("H", "down")]
+    assert policy.tokenizer.decode(policy.build_prompt("H", "P", history)) == (
+        "P <sep> up unchanged <sep> left <sep> down unchanged <sep>"
+    )
+    assert policy.tokenizer.decode(policy.build_prompt("G", "P", history)) == (
+        "P <sep> up unchanged <sep> left <sep> down <sep>"
+    )
+    plain = build_tiny_policy(VOCAB, d_model=32, history_window=3)
+    assert plain.tokenizer.decode(plain.build_prompt("H", "P", history)) == "P <sep> up <sep> left <sep> down <sep>"
+
+
+def test_mark_unchanged_appends_its_word_and_keeps_the_other_ids():
+    plain, marked = build_tiny_policy(VOCAB, d_model=32), build_tiny_policy(VOCAB, d_model=32, mark_unchanged=True)
+    assert marked.tokenizer.vocab_size == plain.tokenizer.vocab_size + 1
+    assert all(marked.tokenizer.token_to_id[t] == i for t, i in plain.tokenizer.token_to_id.items())
+    assert marked.tokenizer.token_to_id["unchanged"] == plain.tokenizer.vocab_size
+
+
+def test_mark_unchanged_marks_a_move_into_a_wall_on_taxi():
+    """Real gymnasium Taxi through the lab's adapter: from the top row, `north` leaves the state as it was and
+    is marked; `south` moves the taxi and is not."""
+    from hydra.utils import instantiate
+
+    from gigpo_lab.config_paths import compose_config
+
+    env = instantiate(compose_config(["env=taxi"]).env)
+    policy = build_tiny_policy(env.unwrapped.vocabulary(), d_model=32, history_window=2, mark_unchanged=True)
+    for seed in range(200):  # a start in the top row
+        obs, info = env.reset(seed=seed)
+        if info["anchor"].startswith("row 0 "):
+            break
+    history = []
+    for action in ("north", "south"):
+        before = obs
+        history.append((obs, action))
+        obs, _, _, _, info = env.step(action)
+        assert (obs == before) == (action == "north")
+    text = policy.tokenizer.decode(policy.build_prompt(obs, info["anchor"], history))
+    assert text.endswith("<sep> north unchanged <sep> south <sep>")
+
+
 def test_the_state_sits_at_the_same_positions_whatever_the_history():
     policy = build_tiny_policy(VOCAB, d_model=32, history_window=2)
     state = policy.build_prompt("", "P F H", [])
