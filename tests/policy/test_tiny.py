@@ -68,11 +68,17 @@ def test_mark_unchanged_ends_the_entries_whose_action_left_the_observation_as_it
         "P <sep> up unchanged <sep> left <sep> down <sep>"
     )
     plain = build_tiny_policy(VOCAB, d_model=32, history_window=3)
-    assert plain.tokenizer.decode(plain.build_prompt("H", "P", history)) == "P <sep> up <sep> left <sep> down <sep>"
+    assert (
+        plain.tokenizer.decode(plain.build_prompt("H", "P", history))
+        == "P <sep> up <sep> left <sep> down <sep>"
+    )
 
 
 def test_mark_unchanged_appends_its_word_and_keeps_the_other_ids():
-    plain, marked = build_tiny_policy(VOCAB, d_model=32), build_tiny_policy(VOCAB, d_model=32, mark_unchanged=True)
+    plain, marked = (
+        build_tiny_policy(VOCAB, d_model=32),
+        build_tiny_policy(VOCAB, d_model=32, mark_unchanged=True),
+    )
     assert marked.tokenizer.vocab_size == plain.tokenizer.vocab_size + 1
     assert all(marked.tokenizer.token_to_id[t] == i for t, i in plain.tokenizer.token_to_id.items())
     assert marked.tokenizer.token_to_id["unchanged"] == plain.tokenizer.vocab_size
