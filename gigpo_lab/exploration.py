@@ -7,9 +7,8 @@
 where ``beta_c = beta * max(0, 1 - progress)`` and ``progress`` is how far the run is through its budget
 when collection c starts: ``c / anneal`` (collections, default ``trainer.iterations``) or ``steps /
 anneal_env_steps`` (step rows counted so far, default ``trainer.max_env_steps``), whichever is further, each
-clock shortened to the share ``anneal_fraction`` of itself (0.667 in the config: two thirds). So the bonus
-fades to 0 two thirds into the run, whichever budget ends it, and the last third optimises the env's reward
-alone. ``exploration=none`` leaves the rewards
+clock shortened to the share ``anneal_fraction`` of itself (1 by default). So the bonus fades to 0 by the end
+of the run, whichever budget ends it, or by the end of that share of it. ``exploration=none`` leaves the rewards
 alone.
 
 ``s_{t+1}`` is the env's anchor after the step (``info["anchor"]``: the raw state, the key GiGPO's step
@@ -293,10 +292,8 @@ class CountBonusConfig:
     anneal_env_steps: Optional[int] = "${oc.select:trainer.max_env_steps,null}"  # type: ignore[assignment]  # noqa: UP045
     #: The share f in (0, 1] of each clock above over which beta fades: it reaches 0 at round(f * anneal)
     #: collections (or round(f * anneal_env_steps) rows) and stays 0 for the rest of the budget, which then
-    #: optimises the env's own reward alone. 0.667 (two thirds; 27 of the default 40 iterations, 200 of 300)
-    #: is the measured default: on Taxi-v4 the greedy policy settled where a bonus still pulling at the end did
-    #: not (docs/WHY_RUNS_FAIL.md); 1.0 = fade over the whole clock, the earlier default.
-    anneal_fraction: float = 0.667
+    #: optimises the env's own reward alone. 1.0 = fade over the whole clock.
+    anneal_fraction: float = 1.0
     #: true = the bonus is its own advantage stream: the rewards stay the env's, GiGPO w/ std (mode
     #: mean_std_norm, gamma 0.95, no invalid penalty) turns the per-step bonuses into advantages, and beta times
     #: those is added to the estimator's advantages, so the exploration signal has one size whatever the
