@@ -11,9 +11,9 @@ Each history entry is the past action's words, preceded by the past observation'
 ``prompt_source="observation"`` (past anchors are not part of the history, so with ``"anchor"`` only the
 actions are kept), oldest first. With ``mark_unchanged``, an entry whose action left the observation as it
 was (the next observation, or the current one for the last entry, equals the entry's) ends with the word
-``unchanged`` (``S F F ... <sep> up unchanged <sep> left <sep>``): a move into a wall or an illegal
-pickup is then visible, which the actions alone do not show. The response is one action word, then a stop token: ``default_max_new_tokens = 1``
-(the env's wrapper accepts a bare admissible word such as ``left``).
+``unchanged`` (``S F F ... <sep> up unchanged <sep> left <sep>``): a move into a wall or an illegal pickup is
+then visible, which the actions alone do not show. The response is one action word, then a stop token:
+``default_max_new_tokens = 1`` (the env's wrapper accepts a bare admissible word such as ``left``).
 """
 
 from __future__ import annotations
@@ -76,7 +76,10 @@ class TinyPolicy(Policy):
         self.history_window = history_window
         self.mark_unchanged = bool(mark_unchanged)
         if self.mark_unchanged and UNCHANGED not in tokenizer.token_to_id:
-            raise ValueError(f"mark_unchanged needs the word {UNCHANGED!r} in the tokenizer's vocabulary")
+            raise ValueError(
+                f"mark_unchanged needs the word {UNCHANGED!r} in the tokenizer's vocabulary; "
+                "build_tiny_policy(..., mark_unchanged=True) adds it"
+            )
         self._unchanged = [tokenizer.token_to_id[UNCHANGED]] if self.mark_unchanged else []
         self._encoded: dict[str, list[int]] = {}  # text -> ids (``_encode``)
 

@@ -84,6 +84,14 @@ def test_mark_unchanged_appends_its_word_and_keeps_the_other_ids():
     assert marked.tokenizer.token_to_id["unchanged"] == plain.tokenizer.vocab_size
 
 
+def test_mark_unchanged_without_its_word_is_refused_with_the_fix():
+    from gigpo_lab.policy.tiny import TinyPolicy
+
+    plain = build_tiny_policy(VOCAB, d_model=32)
+    with pytest.raises(ValueError, match="'unchanged'.*mark_unchanged=True"):
+        TinyPolicy(plain.tokenizer, plain.model, mark_unchanged=True)
+
+
 def test_mark_unchanged_marks_a_move_into_a_wall_on_taxi():
     """Real gymnasium Taxi through the lab's adapter: from the top row, `north` leaves the state as it was and
     is marked; `south` moves the taxi and is not."""
