@@ -114,8 +114,9 @@ class CountBonus:
         anneal_env_steps: None or 0 = no clock in env steps; S > 0 = the progress is at least ``s / S``, where
             ``s`` counts the step rows of the earlier collections (this process's rows).
         anneal_fraction: the share f in (0, 1] of each clock over which beta fades: the clocks become
-            ``max(1, round(f * K))`` and ``max(1, round(f * S))``, so beta is 0 for the last ``1 - f`` of the
-            budget (SB3's DQN schedules its epsilon the same way, ``exploration_fraction``). 1 = the whole clock.
+            ``max(1, f * K)`` and ``max(1, f * S)`` rounded half up (``_shortened``), so beta is 0 for the last
+            ``1 - f`` of the budget (SB3's DQN schedules its epsilon the same way, ``exploration_fraction``).
+            1 = the whole clock.
         own_advantage: false = add the bonus to the rewards; true = leave the rewards alone and add
             ``beta_c * A_int`` to the estimator's advantages (module docstring).
         stream_mode: ``mean_std_norm`` (A_int as in the module docstring) or ``mean_norm`` (the same
@@ -290,8 +291,8 @@ class CountBonusConfig:
     #: over that budget (the earlier of the two clocks wins). Each rank counts only its own rows, so a run on
     #: W ranks with a step budget should set it to trainer.max_env_steps / W.
     anneal_env_steps: Optional[int] = "${oc.select:trainer.max_env_steps,null}"  # type: ignore[assignment]  # noqa: UP045
-    #: The share f in (0, 1] of each clock above over which beta fades: it reaches 0 at round(f * anneal)
-    #: collections (or round(f * anneal_env_steps) rows) and stays 0 for the rest of the budget, which then
+    #: The share f in (0, 1] of each clock above over which beta fades: it reaches 0 at f * anneal collections
+    #: (or f * anneal_env_steps rows), rounded half up and at least 1, and stays 0 for the rest of the budget, which then
     #: optimises the env's own reward alone. 1.0 = fade over the whole clock.
     anneal_fraction: float = 1.0
     #: true = the bonus is its own advantage stream: the rewards stay the env's, GiGPO w/ std (mode
