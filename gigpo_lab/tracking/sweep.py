@@ -90,7 +90,6 @@ class MlflowSweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.tracker is None or self.tracker not in OPEN_PARENTS:
             return
-        OPEN_PARENTS.remove(self.tracker)
         sweep_id = os.environ.pop(SWEEP_ENV, None)
         os.environ.pop(PARENT_ENV, None)
         client = self.tracker.client
@@ -102,6 +101,7 @@ class MlflowSweepCallback(Callback):
         failed = sum(s != "FINISHED" for s in statuses)
         self.tracker.set_tags({"jobs": len(statuses), "jobs_failed": failed})
         self.tracker.end("FAILED" if failed else "FINISHED")
+        OPEN_PARENTS.remove(self.tracker)  # only now: a SIGTERM before this line still finds it open
         from gigpo_lab.console import print_sweep_summary
 
         print_sweep_summary(sweep_id, len(statuses), failed, self.tracker.uri)
@@ -125,9 +125,13 @@ TERMINATED: list[Terminated] = []
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
+    """Record the signal and raise; ``gigpo_lab.train.main`` ends the parent run FAILED once the stack has
+    unwound. Not here: the handler runs on the main thread between two bytecodes of whatever it was doing,
+    which may be a write to the same sqlite store (a job's child run logging an iteration). That write holds
+    the store's lock until it unwinds, so a write from here waited out MLflow's 20-second busy timeout, failed,
+    and left the parent RUNNING (the flaky ``test_sigterm_to_the_launcher_ends_its_parent_run_failed``)."""
     err = Terminated(128 + signum)
     TERMINATED.append(err)
-    fail_open_sweeps(err)  # the parent run says FAILED at once, whatever happens to the exception
     raise err
 
 
@@ -145,13 +149,17 @@ def _exit_on_sigterm() -> None:
 def fail_open_sweeps(err: BaseException) -> None:
     """End every parent run still open in this process FAILED, with the reason in its ``error`` tag: the
     launcher died before the jobs ran (e.g. ``hydra/launcher=slurm`` where there is no ``sbatch``), so Hydra
-    never calls ``on_multirun_end``. No run is ever left RUNNING."""
+    never calls ``on_multirun_end``, or SIGTERM stopped it. No run is ever left RUNNING.
+
+    A parent run that cannot be ended now (its store is locked or gone) stays in ``OPEN_PARENTS``, so that a
+    later call can still end it."""
     for env in (PARENT_ENV, SWEEP_ENV):
         os.environ.pop(env, None)
-    while OPEN_PARENTS:
-        tracker = OPEN_PARENTS.pop()
+    for tracker in list(OPEN_PARENTS):
         try:
             tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
             tracker.end("FAILED")
-        except Exception:  # the store went away too: nothing more can be recorded
+        except Exception:  # the store is locked or went away: the run stays open for a later call
             log.exception("could not mark the sweep parent run %s FAILED", tracker.run_id)
+        else:
+            OPEN_PARENTS.remove(tracker)
