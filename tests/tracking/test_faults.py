@@ -155,9 +155,17 @@ def test_non_finite_reward_names_env_seed_and_step_and_keeps_the_checkpoint(faul
 
 
 def test_nan_loss_names_iteration_and_minibatch_and_keeps_the_checkpoint_before(tiny_overrides, tmp_path):
-    # lr 1e30: iteration 0's one update blows the weights up (still finite); iteration 1's loss is NaN
+    # lr 1e30: iteration 0's one update blows the weights up (still finite); iteration 1's loss is NaN. That
+    # needs a gradient in iteration 0: without the mark's extra word, seed 0's first TINY rollout has one
+    # (with it, every word sampled is invalid, every group earns the same, and nothing moves)
     cfg = compose_config(
-        [*tiny_overrides, "trainer.optimizer.lr=1e30", "loss.kl_coef=0.0", "trainer.ppo_epochs=1"]
+        [
+            *tiny_overrides,
+            "trainer.optimizer.lr=1e30",
+            "loss.kl_coef=0.0",
+            "trainer.ppo_epochs=1",
+            "model.mark_unchanged=false",
+        ]
     )
     with pytest.raises(FloatingPointError, match=r"the loss is nan at iteration 1, minibatch 0"):
         train(cfg)

@@ -209,16 +209,17 @@ def test_gpu_runs_repeat_bit_for_bit_with_deterministic_algorithms():
 
 def test_learning_rate_zero_is_a_frozen_control(run_tiny):
     """``trainer.optimizer.lr=0`` (a control run) is accepted and never moves a weight: the weights after 1
-    and after 3 iterations are the same tensors, while at the default lr they differ."""
+    and after 3 iterations are the same tensors, while at the default lr they differ (after 3 iterations: an
+    iteration whose tiny groups all earned the same carries no gradient, and leaves the weights alone too)."""
     weights = {}
     for name, extra in {
         "frozen1": ("trainer.optimizer.lr=0", "trainer.iterations=1"),
         "frozen3": ("trainer.optimizer.lr=0",),
-        "learning1": ("trainer.iterations=1",),
+        "learning3": (),
     }.items():
         _, tensors = run_tiny(name, *extra)
         weights[name] = {k: v for k, v in tensors.items() if k.startswith("weights/")}
     assert weights["frozen1"] and weights["frozen1"].keys() == weights["frozen3"].keys()
     assert all(torch.equal(weights["frozen1"][k], weights["frozen3"][k]) for k in weights["frozen1"])
-    # the check can fail: one learning iteration moves the weights away from the frozen ones
-    assert any(not torch.equal(weights["frozen1"][k], weights["learning1"][k]) for k in weights["frozen1"])
+    # the check can fail: learning iterations move the weights away from the frozen ones
+    assert any(not torch.equal(weights["frozen3"][k], weights["learning3"][k]) for k in weights["frozen3"])
