@@ -330,7 +330,7 @@ def test_on_by_default_and_beta_zero_trains_exactly_like_no_bonus(tiny_overrides
 
 
 #: An initial tiny policy that leaves its start state in iteration 0, so that the bonus has something to pay:
-#: with the mark's extra vocabulary word, seed 0's first rollout of the TINY sizes is all invalid words.
+#: with the mark's extra vocabulary word, seed 0's first rollout of the TINY sizes never leaves its start state.
 MOVES_AT_ONCE = "model.mark_unchanged=false"
 
 
