@@ -13,3 +13,8 @@ TINY = [
     "rollout.eval_episodes=2",
     "env.max_turns=4",
 ]
+
+#: Added to TINY by the tests that need a gradient in the first iteration (one that leaves the start state):
+#: with the mark's extra vocabulary word (``model.mark_unchanged``, on by default), seed 0's first TINY rollout
+#: never leaves its start state, every group earns the same, and nothing moves.
+MOVES_AT_ONCE = "model.mark_unchanged=false"

@@ -23,6 +23,7 @@ import gymnasium
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
+from tiny_sizes import MOVES_AT_ONCE
 
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.envs import make_env
@@ -156,15 +157,14 @@ def test_non_finite_reward_names_env_seed_and_step_and_keeps_the_checkpoint(faul
 
 def test_nan_loss_names_iteration_and_minibatch_and_keeps_the_checkpoint_before(tiny_overrides, tmp_path):
     # lr 1e30: iteration 0's one update blows the weights up (still finite); iteration 1's loss is NaN. That
-    # needs a gradient in iteration 0: without the mark's extra word, seed 0's first TINY rollout has one
-    # (with it, every word sampled is invalid, every group earns the same, and nothing moves)
+    # needs a gradient in iteration 0 (MOVES_AT_ONCE)
     cfg = compose_config(
         [
             *tiny_overrides,
             "trainer.optimizer.lr=1e30",
             "loss.kl_coef=0.0",
             "trainer.ppo_epochs=1",
-            "model.mark_unchanged=false",
+            MOVES_AT_ONCE,
         ]
     )
     with pytest.raises(FloatingPointError, match=r"the loss is nan at iteration 1, minibatch 0"):

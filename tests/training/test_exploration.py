@@ -16,6 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from real_runs import assert_same_metrics, history, policy_state, run_cfg
+from tiny_sizes import MOVES_AT_ONCE
 
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.config_paths import compose_config
@@ -327,11 +328,6 @@ def test_on_by_default_and_beta_zero_trains_exactly_like_no_bonus(tiny_overrides
         policy_state(tmp_path / "zero/checkpoints/last.ckpt"),
     )
     assert all(torch.equal(a[k], b[k]) for k in a)
-
-
-#: An initial tiny policy that leaves its start state in iteration 0, so that the bonus has something to pay:
-#: with the mark's extra vocabulary word, seed 0's first rollout of the TINY sizes never leaves its start state.
-MOVES_AT_ONCE = "model.mark_unchanged=false"
 
 
 def test_a_run_with_the_bonus_logs_it_keeps_env_metrics_and_resumes_its_counts(tiny_overrides, tmp_path):
