@@ -101,6 +101,9 @@ def test_the_pruned_last_block_keeps_the_bits_at_every_row_count_around_its_boun
         assert torch.equal(out[False], out[True]), n
 
 
+ROUNDING_EPS = 64  # float32 epsilons of a tensor's largest entry: 8x the worst rounding difference measured
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     t=st.integers(1, 40),
@@ -111,9 +114,17 @@ def test_the_pruned_last_block_keeps_the_bits_at_every_row_count_around_its_boun
 )
 def test_block_attention_equals_the_dense_mask(t, prefix, block, density, seed):
     """A packed row's attention in query blocks over the keys each block needs (``BlockMask``) gives what one
-    attention over the dense mask gives, outputs and gradients, for any pattern where a query sees itself."""
+    attention over the dense mask gives, outputs and gradients, for any pattern where a query sees itself.
+
+    The two differ only in float32 summation order (other matrix shapes, other BLAS kernels), so each tensor is
+    compared within ``ROUNDING_EPS`` float32 epsilons of its own largest entry: over 1,500 random draws of these
+    arguments the worst difference was 7.7 epsilons of that scale, and a wrong mask is off by a sizeable
+    fraction of it. (A fixed ``atol=1e-5`` failed on gradients of size ~20, which are 1.1e-5 apart by rounding
+    alone.) The layer's weights come from ``seed`` too, so a failing example reproduces."""
     gen = torch.Generator().manual_seed(seed)
-    attn = CausalSelfAttention(16, 2, qk_norm=True)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        attn = CausalSelfAttention(16, 2, qk_norm=True)
     allowed = torch.rand(t, prefix + t, generator=gen) < density
     allowed[:, prefix:] |= torch.eye(t, dtype=torch.bool)
     past = (torch.randn(1, 2, prefix, 8, generator=gen), torch.randn(1, 2, prefix, 8, generator=gen))
@@ -126,4 +137,7 @@ def test_block_attention_equals_the_dense_mask(t, prefix, block, density, seed):
         out.square().sum().backward()
         outs.append((out.detach(), x.grad.clone(), attn.qkv.weight.grad.clone()))
     for dense, blocked in zip(*outs, strict=True):
-        torch.testing.assert_close(blocked, dense, atol=1e-5, rtol=0)
+        scale = dense.abs().max().item()
+        torch.testing.assert_close(
+            blocked, dense, atol=ROUNDING_EPS * torch.finfo(dense.dtype).eps * scale, rtol=0
+        )

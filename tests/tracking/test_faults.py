@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import socket
 import subprocess
-import time
+import sys
 from functools import partial
 from pathlib import Path
 
-import gymnasium
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
 from tiny_sizes import MOVES_AT_ONCE
 
 from gigpo_lab.config_paths import compose_config
-from gigpo_lab.envs import make_env
 from gigpo_lab.policy.tiny import build_tiny_policy
 from gigpo_lab.rollout import build_torch_engine
 from gigpo_lab.rollout.collector import Collector, EnvFailure
@@ -34,49 +33,12 @@ from gigpo_lab.tracking.buffer import BufferedRun
 from gigpo_lab.tracking.import_metrics import import_file
 from gigpo_lab.tracking.mlflow_tracker import MlflowTracker
 from gigpo_lab.train import train
-
-CRASH = "simulated env crash"
-
-
-class FaultyEnv(gymnasium.Wrapper):
-    """A real env that fails on step ``fault_turn`` of episodes reset with a seed in ``fault_seeds``.
-
-    ``fault``: ``raise`` (a RuntimeError from ``step``), ``nan_reward`` or ``inf_reward`` (the step's
-    reward), or ``none``. ``step_delay_s`` paces every step (the slow tests need runs of known length).
-    """
-
-    def __init__(self, env, fault: str, fault_seeds, fault_turn: int = 0, step_delay_s: float = 0.0):
-        super().__init__(env)
-        self.fault, self.fault_seeds, self.fault_turn = fault, set(fault_seeds), fault_turn
-        self.step_delay_s = step_delay_s
-        self._seed, self._turn = None, 0
-
-    def reset(self, *, seed=None, options=None):
-        self._seed, self._turn = seed, 0
-        return self.env.reset(seed=seed, options=options)
-
-    def step(self, action):
-        hit = self.fault != "none" and self._seed in self.fault_seeds and self._turn == self.fault_turn
-        self._turn += 1
-        time.sleep(self.step_delay_s)
-        if hit and self.fault == "raise":
-            raise RuntimeError(f"{CRASH} (seed {self._seed})")
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        if hit:
-            reward = {"nan_reward": math.nan, "inf_reward": math.inf}[self.fault]
-        return obs, reward, terminated, truncated, info
-
-
-def make_faulty_env(
-    fault: str = "raise", fault_seeds=(), fault_turn: int = 0, step_delay_s: float = 0.0, **kwargs
-):
-    """``make_env(**kwargs)`` wrapped in ``FaultyEnv`` (an ``env._target_`` for Hydra)."""
-    return FaultyEnv(make_env(**kwargs), fault, fault_seeds, fault_turn, step_delay_s)
+from tests.tracking.faulty_env import CRASH, make_faulty_env
 
 
 def faulty(fault: str, seeds: str = "[2]") -> list[str]:
     return [
-        "env._target_=tests.tracking.test_faults.make_faulty_env",
+        "env._target_=tests.tracking.faulty_env.make_faulty_env",
         f"+env.fault={fault}",
         f"+env.fault_seeds={seeds}",
     ]
@@ -96,6 +58,18 @@ def _steps(client, run, key):
 def _finite_weights(ckpt: Path) -> bool:
     state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     return all(bool(torch.isfinite(v).all()) for v in state.values() if v.is_floating_point())
+
+
+def test_the_faulty_env_loads_in_a_training_subprocess():
+    """The slow tests train in ``python -m gigpo_lab.train`` subprocesses with only the repository on
+    ``PYTHONPATH``, and Hydra imports the faulty env there by name. A test-only import in its module
+    (``tiny_sizes``, which only pytest puts on the path) once made all three fail with rc 1."""
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(repo)}
+    code = "from hydra.utils import get_method; print(get_method('tests.tracking.faulty_env.make_faulty_env').__name__)"
+    done = subprocess.run([sys.executable, "-c", code], cwd="/", env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "make_faulty_env"
 
 
 # ----------------------------------------------------------------------------- an env raises in step

@@ -5,7 +5,7 @@
   before the run ends (its writes go to the fallback file, imported afterwards);
 - a multirun whose second job crashes mid-run.
 
-Training runs as ``python -m gigpo_lab.train`` in its own process. Envs are ``tests.tracking.test_faults.FaultyEnv``
+Training runs as ``python -m gigpo_lab.train`` in its own process. Envs are ``tests.tracking.faulty_env.FaultyEnv``
 (a real FrozenLake), paced by ``step_delay_s`` where a test needs a run of known length.
 """
 
@@ -46,7 +46,7 @@ def tiny(**changes) -> list[str]:
 
 def paced(delay: float) -> list[str]:
     return [
-        "env._target_=tests.tracking.test_faults.make_faulty_env",
+        "env._target_=tests.tracking.faulty_env.make_faulty_env",
         "+env.fault=none",
         f"+env.step_delay_s={delay}",
     ]
@@ -264,7 +264,7 @@ def test_a_multirun_with_a_crashing_job_finishes_the_others_and_exits_non_zero(t
     args = [
         "-m",
         *TINY,
-        "env._target_=tests.tracking.test_faults.make_faulty_env",
+        "env._target_=tests.tracking.faulty_env.make_faulty_env",
         "+env.fault=none,raise,none",  # the second job's env raises in iteration 1
         "+env.fault_seeds=[2]",
         "rollout.max_env_error_rate=0",
