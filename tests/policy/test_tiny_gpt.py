@@ -119,8 +119,9 @@ def test_block_attention_equals_the_dense_mask(t, prefix, block, density, seed):
     The two differ only in float32 summation order (other matrix shapes, other BLAS kernels), so each tensor is
     compared within ``ROUNDING_EPS`` float32 epsilons of its own largest entry. Over 1,500 random draws of these
     arguments the worst difference was 7.3 epsilons of that scale, and one flipped mask entry was caught in every
-    draw (``python experiments/bench/block_attention_rounding.py`` measures both). (A fixed ``atol=1e-5`` failed on gradients of size ~20, which are 1.1e-5 apart by rounding
-    alone.) The layer's weights come from ``seed`` too, so a failing example reproduces."""
+    draw (``python experiments/bench/block_attention_rounding.py`` measures both). A fixed ``atol=1e-5`` failed
+    on gradients of size ~20, which are 1.1e-5 apart by rounding alone. The layer's weights come from ``seed``
+    too, so a failing example reproduces."""
     gen = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
