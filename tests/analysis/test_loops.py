@@ -3,10 +3,9 @@ brute-force oracle, and the report of a real run against what the run itself log
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
+from experiment_scripts import load_script
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,8 +13,6 @@ from gigpo_lab.analysis.loops import action_token_ids, first_loop
 from gigpo_lab.policy.word_tokenizer import WordTokenizer
 from gigpo_lab.train import train
 from tests.real_runs import history, run_cfg
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _oracle(anchors: list[str]) -> tuple[int, int] | None:
@@ -40,10 +37,7 @@ def test_action_ids_only_when_every_name_is_one_known_token():
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("greedy_loops", ROOT / "experiments" / "greedy_loops.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("greedy_loops.py")
 
 
 def test_the_report_of_a_real_run_agrees_with_its_own_final_evaluation(tiny_overrides, tmp_path):

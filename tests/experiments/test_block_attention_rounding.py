@@ -3,16 +3,12 @@ it must see zero drift on identical paths, a nonzero rounding drift on the block
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import torch
+from experiment_scripts import load_script
 
-_path = Path(__file__).resolve().parents[2] / "experiments" / "bench" / "block_attention_rounding.py"
-_spec = importlib.util.spec_from_file_location("block_attention_rounding", _path)
-rounding = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rounding)
+rounding = load_script("bench/block_attention_rounding.py")
 
 
 def test_in_eps_is_the_largest_difference_over_the_scale():

@@ -3,16 +3,11 @@ definitions (issue #12's collapse, and a relapse: a collapse after the invalid r
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
+from experiment_scripts import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-_path = Path(__file__).resolve().parents[2] / "experiments" / "bench" / "seed_robustness.py"
-_spec = importlib.util.spec_from_file_location("seed_robustness", _path)
-seed_robustness = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(seed_robustness)
+seed_robustness = load_script("bench/seed_robustness.py")
 
 
 def _oracle(success: list[float], invalid: list[float]) -> tuple[int, int]:

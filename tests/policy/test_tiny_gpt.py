@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+from experiment_scripts import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gigpo_lab.policy import build_tiny_policy
-from gigpo_lab.policy.tiny_gpt import MIN_KEPT_ROWS, BlockMask, CausalSelfAttention, TinyGPT
+from gigpo_lab.policy.tiny_gpt import MIN_KEPT_ROWS, TinyGPT
+
+# The block-attention case (both paths, weights from the seed) is built by the script that measures its rounding.
+rounding = load_script("bench/block_attention_rounding.py")
 
 VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down", "\n"]
 
@@ -122,21 +126,7 @@ def test_block_attention_equals_the_dense_mask(t, prefix, block, density, seed):
     draw (``python experiments/bench/block_attention_rounding.py`` measures both). A fixed ``atol=1e-5`` failed
     on gradients of size ~20, which are 1.1e-5 apart by rounding alone. The layer's weights come from ``seed``
     too, so a failing example reproduces."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        attn = CausalSelfAttention(16, 2, qk_norm=True)
-    allowed = torch.rand(t, prefix + t, generator=gen) < density
-    allowed[:, prefix:] |= torch.eye(t, dtype=torch.bool)
-    past = (torch.randn(1, 2, prefix, 8, generator=gen), torch.randn(1, 2, prefix, 8, generator=gen))
-    x = torch.randn(1, t, 16, generator=gen, requires_grad=True)
-    outs = []
-    for pattern in (allowed[None, None], BlockMask.from_dense(allowed, block)):
-        attn.zero_grad()
-        x.grad = None
-        out, _ = attn.attend(x, pattern, past if prefix else None)
-        out.square().sum().backward()
-        outs.append((out.detach(), x.grad.clone(), attn.qkv.weight.grad.clone()))
+    outs = rounding.attend_both(t, prefix, block, density, seed, flip=False)  # (dense, blocked)
     for dense, blocked in zip(*outs, strict=True):
         scale = dense.abs().max().item()
         torch.testing.assert_close(
