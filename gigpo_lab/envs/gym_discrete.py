@@ -12,7 +12,8 @@ needs only ``env.id=CliffWalking-v1 env.action_names=[up,right,down,left]``.
   CliffWalking, whose goal step pays -1), or ``"never"``.
 - :meth:`GymDiscreteText.vocabulary` is best effort: the action names and instruction, plus the
   rendering of every observation when the observation space is ``Discrete`` (at most 10,000 values),
-  otherwise of the observations met in a few seeded resets and short random walks.
+  otherwise of the observations met in a few seeded resets and short random walks. A renderer may
+  list every word it can write in its attribute ``vocabulary`` (``minigrid_view.vocabulary``); those join too.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ class GymDiscreteText(TextEnv):
 
     def vocabulary(self, seeds: int = 8, walk: int = 20) -> list[str]:
         """Best effort (see the module docstring); exact for ``Discrete`` observation spaces."""
-        texts = [self._actions_line(), "\n"]
+        texts = [self._actions_line(), "\n", *getattr(self.render_fn, "vocabulary", ())]
         space = self.inner.observation_space
         if isinstance(space, spaces.Discrete) and space.n <= 10_000:
             texts += [self._render(space.start + i) for i in range(int(space.n))]
