@@ -57,7 +57,8 @@ def _import_module_of(env_id: Any) -> Any:
         importlib.import_module(module)
     except ImportError as err:
         raise ValueError(
-            f"Env id {env_id!r}: module {module!r} does not import ({err}). Put the folder that holds it on "
+            f"Env id {env_id!r}: module {module!r} does not import ({err}). Install the package that provides "
+            "it (for MiniGrid's ids: `pip install 'gigpo_lab[minigrid]'`), or put the folder that holds it on "
             "PYTHONPATH, e.g. `PYTHONPATH=. gigpo-lab train env.id=...`."
         ) from err
     return bare

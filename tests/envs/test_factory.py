@@ -33,6 +33,8 @@ def test_the_env_configs_exist():
         "frozenlake8x8",
         "gym_discrete",
         "household",
+        "minigrid_doorkey",
+        "minigrid_empty",
         "sokoban",
         "taxi",
     ]
