@@ -13,13 +13,13 @@ the first two and nothing else, so it is one renderer for every MiniGrid task, t
 
 - One symbol per cell, rows from the farthest (top) to the agent's own row (bottom); the agent stands at the
   bottom row's middle, facing up, as MiniGrid lays the view out. The agent's own cell shows what it carries.
-- Colours and the mission are left out: they change nothing in single-object tasks (Empty, DoorKey, LavaGap),
-  and a task that needs them (``GoToObject``, ``KeyCorridor``) needs another renderer.
+- Colours and the mission are left out: they carry no information in tasks with one object of each kind
+  (Empty, DoorKey, LavaGap), and a task that needs them (``GoToObject``, ``KeyCorridor``) needs another renderer.
 - It reads the observation only: no reward, no position, no knowledge of the goal.
 - :data:`minigrid_view.vocabulary` lists every symbol, so the adapter's vocabulary holds the cells a random
   walk does not meet (an open door, say) and the tokenizer never maps them to ``<unk>``.
 
-    env=gym_discrete env.id=MiniGrid-DoorKey-5x5-v0 env.renderer=gigpo_lab.envs.minigrid_view:minigrid_view \
+    env=gym_discrete env.id=minigrid:MiniGrid-DoorKey-5x5-v0 env.renderer=gigpo_lab.envs.minigrid_view:minigrid_view \
         "env.action_names=[left,right,forward,pickup,drop,toggle,done]"
 """
 
@@ -43,7 +43,7 @@ OBJECT_SYMBOLS = {
     7: "X",  # box
     8: "G",  # goal
     9: "L",  # lava
-    10: "A",  # another agent
+    10: "A",  # an agent: only in a fully observed grid (FullyObsWrapper), never in the egocentric view
 }
 DOOR = 4
 #: A door's state (``minigrid.core.constants.STATE_TO_IDX``: 0 open, 1 closed, 2 locked) and its symbol.

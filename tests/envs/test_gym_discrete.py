@@ -67,6 +67,22 @@ def test_vocabulary_is_best_effort_for_box_observations():
     assert set(tokenize(obs)) <= vocab
 
 
+def test_a_renderers_listed_words_join_the_vocabulary():
+    """A word the renderer lists in ``vocabulary`` is in the adapter's vocabulary, though no state shows it."""
+    env = make_env("CliffWalking-v1", max_turns=20, action_names=CLIFF_NAMES, renderer=f"{__name__}:cell")
+    vocab = set(env.unwrapped.vocabulary())
+    assert {"cell", "lava"} <= vocab  # "lava" is listed only; CliffWalking never shows it
+    assert "lava" not in set(make_env("CliffWalking-v1", max_turns=20).unwrapped.vocabulary())  # str: no list
+
+
+def cell(obs) -> str:
+    """A renderer for the tests that lists a word it never writes here."""
+    return f"cell {obs}"
+
+
+cell.vocabulary = ["cell", "lava"]
+
+
 def round2(obs) -> str:
     """A renderer for the tests: CartPole's four numbers rounded to 2 places."""
     return " ".join(f"{x:.2f}" for x in obs)
