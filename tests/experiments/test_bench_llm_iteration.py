@@ -1,7 +1,8 @@
 """experiments/bench/bench_llm_iteration.py runs end to end on a tiny HF model: both paths collect the same rows,
 and the new path (tree prefill, merged LoRA sampling, micro-batches, shared prompt runs, rollout log-probs) gives the old path's first-step gradients
 and old log-probs within float rounding. It guards the benchmark against the module's refactors (a renamed
-attribute once broke it silently)."""
+attribute once broke it silently). Slow-marked (about 30 s, the default suite's slowest test at 4a88436): CI
+runs it with `make test-slow`."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hf_tiny import build_tiny_hf_model
 
 BENCH = Path(__file__).resolve().parents[2] / "experiments" / "bench" / "bench_llm_iteration.py"
 
 
+@pytest.mark.slow
 def test_the_benchmark_compares_both_paths_on_the_same_rows(tmp_path):
     model = build_tiny_hf_model(tmp_path / "qwen2", hidden_size=64, num_layers=2)
     overrides = [
