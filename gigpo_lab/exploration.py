@@ -34,17 +34,19 @@ Never Give Up (Badia et al. 2020, arXiv 2002.06038) on top of the lifelong count
 ``own_advantage`` keeps the bonus out of the rewards. It becomes a second advantage stream, normalised on its
 own, in the manner of the separate intrinsic value stream of RND (Burda et al. 2018, arXiv 1810.12894)::
 
-    b_t    = first_visit_t / sqrt(N(s_{t+1}))                     (the bonus with beta = 1)
-    A_int  = GiGPO's advantage of the rewards b in mode mean_std_norm ("GiGPO w/ std"): the trajectory's
-             summed b normalised in its group, plus the discounted b-to-go (gamma 0.95) normalised in its
-             anchor-state step group; no invalid penalty, groups of one at 0
+    b_t    = first_visit_t / sqrt(N(s_{t+1}))                    (the bonus with beta = 1)
+    B_t    = b_t + gamma * B_{t+1}                                the discounted bonus-to-go of its trajectory
+    A_int  = (B - mean_batch(B)) / (std_batch(B) + 1e-6)         whitened over every row of the batch
     A_i    = A_estimator,i + beta_c * A_int,i
 
-So the estimator sees the env's own rewards, exactly as with ``exploration=none``, and the exploration signal
+The stream uses no group of any estimator: no episode group, no anchor-state step group, only each
+trajectory's own future and one mean and std over the whole batch (REINFORCE with a constant baseline on
+the bonus, whitened as REINFORCE++ whitens). So the same batch adds the same per-row stream to every
+estimator's advantages, whichever estimator runs (docs/ALGORITHMS.md, "The recipe around the estimators").
+The estimator sees the env's own rewards, exactly as with ``exploration=none``, and the exploration signal
 has the same size whatever the env's reward scale. A bonus added to the rewards is about 0.5 on CliffWalking,
-beside -1 a step and -100 a fall, and the estimator's advantages drown it (docs/WHY_RUNS_FAIL.md). The step
-level gives the credit to the state the new ground was reached from; a group in which every trajectory found
-equally new ground (all 0 once the map is known) gets 0.
+beside -1 a step and -100 a fall, and the estimator's advantages drown it (docs/WHY_RUNS_FAIL.md). A batch
+in which every bonus-to-go is equal (all 0 once the map is known) gets 0.
 
 Only the estimators see the bonus: ``rollout/success_rate`` and ``rollout/return`` stay the env's own. The
 bonus is logged as ``rollout/novelty_bonus`` (mean per step row), ``rollout/distinct_states`` (states
@@ -63,16 +65,14 @@ from typing import Optional
 
 import torch
 
-from gigpo_lab.advantages.base import Mode
-from gigpo_lab.advantages.gigpo import GiGPO
+from gigpo_lab.advantages.base import check_real
+from gigpo_lab.advantages.grouping import group_normalize
+from gigpo_lab.advantages.prepare import prepare_rows
+from gigpo_lab.advantages.returns import discounted_returns
 from gigpo_lab.batch import StepBatch
 
-#: The estimator of the intrinsic stream, by ``stream_mode``: GiGPO w/ std (the default) or w/o std on the
-#: bonus alone (module docstring).
-_INTRINSIC = {
-    mode: GiGPO(mode=mode, invalid_action_penalty=0.0, episode_singleton="zero")
-    for mode in ("mean_std_norm", "mean_norm")
-}
+#: The columns the intrinsic stream reads: a trajectory's rows in time order, nothing of any grouping.
+_STREAM_COLUMNS = ("rewards", "group_ids", "traj_ids", "step_ids")
 
 
 def _shortened(clock: int, fraction: float) -> int:
@@ -119,8 +119,7 @@ class CountBonus:
             1 = the whole clock.
         own_advantage: false = add the bonus to the rewards; true = leave the rewards alone and add
             ``beta_c * A_int`` to the estimator's advantages (module docstring).
-        stream_mode: ``mean_std_norm`` (A_int as in the module docstring) or ``mean_norm`` (the same
-            without dividing by the groups' std, so A_int shrinks as the bonuses do).
+        gamma: the discount in [0, 1] of the bonus-to-go B_t of the stream (module docstring).
 
     With neither clock, ``beta`` is constant; otherwise collection c pays ``beta * max(0, 1 - progress)``.
     """
@@ -132,8 +131,8 @@ class CountBonus:
         anneal: int = 0,
         anneal_env_steps: int | None = None,
         anneal_fraction: float = 1.0,
-        own_advantage: bool = False,
-        stream_mode: str = "mean_std_norm",
+        own_advantage: bool = True,
+        gamma: float = 0.95,
     ) -> None:
         if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
             raise ValueError(f"exploration.beta={beta!r} must be a finite number >= 0")
@@ -159,10 +158,7 @@ class CountBonus:
         self.fade_collections = _shortened(self.anneal, self.anneal_fraction)
         self.fade_env_steps = _shortened(self.anneal_env_steps, self.anneal_fraction)
         self.own_advantage = bool(own_advantage)
-        stream_mode = getattr(stream_mode, "name", stream_mode)  # an enum member from a structured config
-        if stream_mode not in _INTRINSIC:
-            raise ValueError(f"exploration.stream_mode={stream_mode!r} must be one of {sorted(_INTRINSIC)}")
-        self.stream_mode = str(stream_mode)
+        self.gamma = check_real("exploration", "gamma", gamma, low=0.0, high=1.0)
         self.counts: dict[str, int] = {}
         self.collections = 0  # calls so far: the annealing clock in collections
 
@@ -197,7 +193,7 @@ class CountBonus:
         """Count the batch's next states and pay the bonus: added to ``batch.rewards`` (N,), or, with
         ``own_advantage``, kept in ``batch.extras["intrinsic_advantages"]`` (N,) float64 for ``advantages``.
         Needs ``extras["next_anchors"]`` (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and
-        ``anchor_texts``; with ``own_advantage``, ``group_ids``, ``traj_ids``, ``step_ids`` and ``anchor_ids``)."""
+        ``anchor_texts``; with ``own_advantage``, ``group_ids``, ``traj_ids`` and ``step_ids``)."""
         beta = self.current_beta()  # before counting this batch: its progress is the earlier collections'
         n, new = self.count(batch.extras["next_anchors"])
         self.collections += 1
@@ -209,8 +205,8 @@ class CountBonus:
             "rollout/new_states": float(new),
             "rollout/novelty_beta": beta,
         }
-        if self.own_advantage:  # normalised per group, so the stream is computed from the beta = 1 bonus
-            intrinsic = beta * intrinsic_advantages(visits / n.sqrt(), batch, self.stream_mode)
+        if self.own_advantage:  # whitened, so the stream is computed from the beta = 1 bonus
+            intrinsic = beta * intrinsic_advantages(visits / n.sqrt(), batch, self.gamma)
             batch.extras["intrinsic_advantages"] = intrinsic
             metrics["rollout/intrinsic_adv_abs"] = intrinsic.abs().mean().item() if len(intrinsic) else 0.0
         else:
@@ -232,18 +228,21 @@ class CountBonus:
         self.collections = int(state.get("collections", 0))
 
 
-def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch, mode: str = "mean_std_norm") -> torch.Tensor:
-    """The intrinsic stream A_int (module docstring): GiGPO's advantage of the per-row ``bonus`` (N,) float64,
-    in ``mode`` with no invalid penalty and groups of one at 0 (gamma 0.95, omega 1).
-    Needs ``batch``'s ``group_ids``, ``traj_ids``, ``step_ids`` and ``anchor_ids`` (N,). Returns (N,) float64."""
-    rows = StepBatch(
-        rewards=bonus,
-        group_ids=batch.group_ids,
-        traj_ids=batch.traj_ids,
-        step_ids=batch.step_ids,
-        anchor_ids=batch.anchor_ids,
+def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch, gamma: float = 0.95) -> torch.Tensor:
+    """The intrinsic stream A_int (module docstring): each row's discounted bonus-to-go within its trajectory,
+    whitened over the whole batch (unbiased std, eps 1e-6; a batch of one row gives 0).
+
+    bonus: (N,) float64, the beta = 1 bonus of each row; ``batch`` gives ``traj_ids`` and ``step_ids`` (N,)
+    (and ``group_ids``, which are only validated: no group enters the stream). Returns (N,) float64."""
+    rows = prepare_rows(
+        "exploration",
+        _STREAM_COLUMNS,
+        (),
+        {"rewards": bonus, "group_ids": batch.group_ids, "traj_ids": batch.traj_ids, "step_ids": batch.step_ids},
     )
-    return _INTRINSIC[mode](rows).advantages
+    to_go = discounted_returns(rows.rewards, rows.traj, rows.layout, gamma)
+    whole_batch = torch.zeros_like(rows.traj)
+    return group_normalize(to_go, whole_batch, 1, mode="mean_std_norm", eps=1e-6, singleton="zero")
 
 
 def first_visits(batch: StepBatch) -> torch.Tensor:
@@ -295,17 +294,14 @@ class CountBonusConfig:
     #: (or f * anneal_env_steps rows), rounded half up and at least 1, and stays 0 for the rest of the budget, which then
     #: optimises the env's own reward alone. 1.0 = fade over the whole clock.
     anneal_fraction: float = 1.0
-    #: true = the bonus is its own advantage stream: the rewards stay the env's, GiGPO w/ std (mode
-    #: mean_std_norm, gamma 0.95, no invalid penalty) turns the per-step bonuses into advantages, and beta times
-    #: those is added to the estimator's advantages, so the exploration signal has one size whatever the
-    #: env's reward scale. false = the bonus is added to the step rewards the estimator sees (the earlier
-    #: default; docs/WHY_RUNS_FAIL.md).
+    #: true = the bonus is its own advantage stream: the rewards stay the env's, each row's discounted
+    #: bonus-to-go (gamma below) is whitened over the whole batch, and beta times that is added to the
+    #: advantages of whichever estimator runs, the same per-row values for every estimator (no estimator's
+    #: grouping enters it), so the exploration signal has one size whatever the env's reward scale.
+    #: false = the bonus is added to the step rewards, which each estimator then processes its own way.
     own_advantage: bool = True
-    #: How the stream's step and episode groups are normalised (with own_advantage): mean_std_norm = divided
-    #: by each group's std, so the stream has size about 1 (times beta) as long as any two visits differ in
-    #: novelty; mean_norm = not divided, so it shrinks as the bonuses 1/sqrt(N) do. Probed against Taxi's
-    #: late drops and slower on the default env, so not the default (docs/WHY_RUNS_FAIL.md, cause 6).
-    stream_mode: Mode = Mode.mean_std_norm
+    #: gamma in [0, 1], the discount of the bonus-to-go in the stream (with own_advantage).
+    gamma: float = 0.95
 
 
 #: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).
