@@ -208,6 +208,19 @@ def gigpo_step_index(rows, step_advantage_weight=1.0, scale_by_std=False, epsilo
     return out
 
 
+def intrinsic_stream(rows, gamma=0.95, epsilon=1e-6):
+    """The exploration stream of ``exploration.own_advantage`` (gigpo_lab/exploration.py), from its text: each
+    row's reward stands for its bonus b; B_t = b_t + gamma * B_{t+1} backwards over the trajectory; then
+    (B - mean) / (std + eps) over every row of the batch, unbiased std, a batch of one row giving 0. No group,
+    anchor or invalid flag enters it."""
+    G = discounted_returns(rows, gamma)
+    to_go = [G[(r.traj, r.step)] for r in rows]
+    if len(to_go) == 1:
+        return [0.0]
+    mean, std = _mean(to_go), _std(to_go)
+    return [(b - mean) / (std + epsilon) for b in to_go]
+
+
 ORACLES = {
     "grpo": grpo,
     "rloo": rloo,

@@ -174,13 +174,13 @@ class GiGPOSchema(GRPOSchema):
     step_singleton: Singleton = Singleton.zero
     #: null (exact anchor ids) or a difflib ratio in (0, 1) for clustering text anchors (needs anchor_texts).
     anchor_similarity_threshold: Optional[float] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
-    #: true = an episode that the time limit cut continues in G_t at its own mean step reward,
-    #: V = mean / (1 - gamma) (partial-episode bootstrapping without a critic; needs gamma < 1), so that a
-    #: state's step group does not favour the visits made late in a cut episode when every step pays
-    #: (docs/WHY_RUNS_FAIL.md, cause 6). A no-op, bit for bit, where cut episodes
-    #: earn 0 a step (FrozenLake, Household, the paper's ALFWorld). false = G_t stops where the episode
-    #: stops, as in ALGORITHMS.md and the paper (the estimator class's own default).
-    bootstrap_truncated: bool = True
+    #: false (the paper's and verl-agent's semantics, ALGORITHMS.md) = G_t stops where the episode stops.
+    #: true = a lab variant, off by default: an episode that the time limit cut continues in G_t at its own
+    #: mean step reward, V = mean / (1 - gamma) (partial-episode bootstrapping without a critic, Pardo et al.
+    #: 2018; needs gamma < 1), so that a state's step group does not favour the visits made late in a cut
+    #: episode when every step pays (docs/WHY_RUNS_FAIL.md, cause 6). A no-op, bit for bit, where cut episodes
+    #: earn 0 a step (FrozenLake, Household, the paper's ALFWorld). GRPO has no step return, so no counterpart.
+    bootstrap_truncated: bool = False
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

@@ -20,9 +20,6 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 NAMES = available_estimators()
 SCHEMAS = {k: v for k, v in all_schemas().items() if k.startswith("estimator/")}
 KL_IN_REWARD = {"grpo": False, "gigpo": False, "gigpo_step_index": False, "rloo": True, "reinforce_pp": True}
-#: Where the lab's recipe (the config) deliberately differs from the class, which keeps ALGORITHMS.md's
-#: semantics for the functional API: the config bootstraps the episodes that the time limit cut.
-RECIPE = {"gigpo": {"bootstrap_truncated": True}}
 
 
 def compose_estimator(name: str, overrides=(), config_dir: Path = CONF):
@@ -47,8 +44,7 @@ def test_config_instantiates_the_registered_class_with_its_defaults(name):
     cfg = compose_estimator(name)
     est = instantiate(cfg)
     assert type(est) is get_estimator_class(name)
-    assert est.params == {**build_estimator(name).params, **RECIPE.get(name, {})}
-    assert all(build_estimator(name).params[k] != v for k, v in RECIPE.get(name, {}).items())
+    assert est.params == build_estimator(name).params
     assert est.kl_in_reward is KL_IN_REWARD[name] and "kl_in_reward" not in cfg
 
 
@@ -67,13 +63,13 @@ def test_the_loss_puts_the_kl_where_the_estimator_says_unless_told(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_yaml_schema_and_constructor_agree_on_keys_and_defaults(name):
-    """The YAML option only names its schema; the schema's defaults are the constructor's, but for RECIPE."""
+    """The YAML option only names its schema; the schema's defaults are the constructor's, every one."""
     yaml = OmegaConf.to_container(OmegaConf.load(CONF / "estimator" / f"{name}.yaml"))
     assert yaml == {"defaults": [f"/schema/estimator/{name}@_here_", "_self_"]}
     schema = {f.name: f.default for f in dataclasses.fields(SCHEMAS[f"estimator/{name}"])}
     cls = get_estimator_class(name)
     assert schema.pop("_target_") == f"{cls.__module__}.{cls.__qualname__}"
-    assert schema == {**signature_defaults(name), **RECIPE.get(name, {})}
+    assert schema == signature_defaults(name)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -91,9 +87,9 @@ def test_overrides_reach_the_estimator():
     assert est.step_advantage_weight == 0.6 and est.episode.mode == "mean_std_norm"
     est = instantiate(compose_estimator("gigpo", ["estimator.anchor_similarity_threshold=0.9"]))
     assert "anchor_texts" in est.requires and "anchor_ids" not in est.requires
-    assert "truncated" in est.requires, "the config's default bootstraps cut episodes"
-    est = instantiate(compose_estimator("gigpo", ["estimator.bootstrap_truncated=false"]))
-    assert not est.bootstrap_truncated and "truncated" not in est.requires
+    assert "truncated" not in est.requires, "the config's default is the paper's: no bootstrap"
+    est = instantiate(compose_estimator("gigpo", ["estimator.bootstrap_truncated=true"]))
+    assert est.bootstrap_truncated and "truncated" in est.requires
 
 
 def test_a_misspelt_key_fails_at_compose_time(tmp_path):

@@ -58,11 +58,6 @@ BAD_VALUES = [
     ("estimator.step_advantage_weight=inf", r"step_advantage_weight=inf must be a number >= 0"),
     ("estimator.gamma=-0.1", r"estimator.gamma=-0.1 must lie in \[0, 1\]"),
     ("estimator.gamma=nan", r"estimator.gamma=nan must lie in \[0, 1\]"),
-    (
-        "estimator.gamma=1",
-        r"estimator.gamma=1.0 with estimator.bootstrap_truncated=true: .*infinite.*"
-        r"add estimator.bootstrap_truncated=false",
-    ),
     ("rollout.group_size=0", r"rollout.group_size=0 must be an int >= 1"),
     ("env.max_turns=-3", r"env.max_turns=-3 must be an int >= 1"),
     ("trainer.iterations=0", r"trainer.iterations=0 must be an int >= 1"),
@@ -76,6 +71,15 @@ BAD_VALUES = [
         r"trainer.kl_rollback=true .*trainer.target_kl, which is null: set trainer.target_kl=",
     ),
 ]
+
+
+def test_the_bootstrap_variant_at_gamma_one_is_one_sentence_before_any_rollout(store, tmp_path):
+    """bootstrap_truncated is off by default (the paper's G_t); switched on with gamma = 1 it is refused."""
+    out = tmp_path / "out"
+    overrides = _overrides(store, out, "estimator.bootstrap_truncated=true", "estimator.gamma=1")
+    message = r"estimator.gamma=1.0 with estimator.bootstrap_truncated=true: .*infinite.*add estimator.bootstrap_truncated=false"
+    _fails_before_any_rollout(store, out, overrides, ValueError, message)
+    assert _runs(store) == [] and not out.exists()
 
 
 @pytest.mark.parametrize(("override", "message"), BAD_VALUES, ids=[o for o, _ in BAD_VALUES])

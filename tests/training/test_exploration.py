@@ -36,7 +36,7 @@ def _batch(next_anchors: list[str], rewards: list[float] | None = None) -> StepB
 
 
 def test_counts_and_bonus_match_a_hand_computed_oracle():
-    bonus = CountBonus(beta=0.5, first_visit=False)
+    bonus = CountBonus(beta=0.5, first_visit=False, own_advantage=False)
     batch = _batch(["a", "b", "a"], [1.0, -1.0, 0.0])
     metrics = bonus(batch)
     # after this batch N(a) = 2, N(b) = 1: the bonus is computed with the batch's own rows counted
@@ -78,7 +78,7 @@ def _episodes(trajectories: list[list[str]], order: list[int] | None = None) -> 
 def test_first_visit_pays_only_steps_into_states_new_to_the_episode():
     # traj 0: s0 -> s1 -> s0 (back to its reset state) -> s2 -> s2 (an invalid word stays); traj 1: s0 -> s2
     batch = _episodes([["s0", "s1", "s0", "s2", "s2"], ["s0", "s2"]], order=[4, 2, 0, 3, 1])
-    CountBonus(beta=2.0)(batch)  # first_visit is the default; after the batch N(s1)=1, N(s0)=1, N(s2)=3
+    CountBonus(beta=2.0, own_advantage=False)(batch)  # first_visit is the default; after the batch N(s1)=1, N(s0)=1, N(s2)=3
     by_row = {0: 2.0, 1: 0.0, 2: 2.0 / math.sqrt(3), 3: 0.0, 4: 2.0 / math.sqrt(3)}
     assert batch.rewards.tolist() == pytest.approx([by_row[i] for i in [4, 2, 0, 3, 1]], abs=1e-7)
 
@@ -118,7 +118,7 @@ def test_a_bad_beta_is_refused_with_its_key(beta):
 def test_bonus_is_beta_over_the_root_of_the_running_count(batches, beta):
     """Invariants over any sequence of batches: the counts are the running multiset of next states, each row's
     bonus is beta / sqrt(its state's count after its batch), in (0, beta], and a state's bonus never grows."""
-    bonus, oracle, last = CountBonus(beta=beta, first_visit=False), Counter(), {}
+    bonus, oracle, last = CountBonus(beta=beta, first_visit=False, own_advantage=False), Counter(), {}
     for anchors in batches:
         batch = _batch(anchors)
         bonus(batch)
@@ -159,8 +159,9 @@ def test_annealing_scales_the_bonus_linearly_down_to_zero(batches, beta, anneal,
         anneal=anneal,
         anneal_env_steps=anneal_env_steps,
         anneal_fraction=fraction,
+        own_advantage=False,
     )
-    constant = CountBonus(beta=beta, first_visit=False)
+    constant = CountBonus(beta=beta, first_visit=False, own_advantage=False)
 
     def shortened(clock):  # exact arithmetic, rounded half up
         return max(1, math.floor(Fraction(fraction) * clock + Fraction(1, 2))) if clock else 0
@@ -213,53 +214,40 @@ def test_the_default_anneals_over_the_run_budget_whichever_ends_it():
 
 
 @settings(max_examples=150, deadline=None)
-@given(oracle.batches(), st.sampled_from(["mean_std_norm", "mean_norm"]))
-def test_the_intrinsic_stream_is_gigpo_of_the_bonus_against_the_loop_oracle(rows, mode):
-    """Each row's reward stands for its bonus; invalid flags and cut episodes are present and must not matter
-    (no penalty, no bootstrap). ``mean_std_norm`` is the default stream_mode, and what no mode argument gives."""
+@given(oracle.batches(), st.sampled_from([0.95, 0.0, 1.0, 0.5]))
+def test_the_intrinsic_stream_is_the_whitened_bonus_to_go_against_the_loop_oracle(rows, gamma):
+    """Each row's reward stands for its bonus; groups, anchors, invalid flags and cut episodes are present and
+    must not matter. 0.95 is the default gamma, and what no gamma argument gives."""
     cols = oracle.columns(rows)
     batch = StepBatch(**{k: v for k, v in cols.items() if k not in ("anchor_texts",)})
-    got = intrinsic_advantages(cols["rewards"], batch, mode)
-    want = oracle.gigpo(rows, mode=mode, invalid_action_penalty=0.0, episode_singleton="zero")
-    assert got.tolist() == pytest.approx(want, rel=1e-6, abs=1e-6)
-    if mode == "mean_std_norm":
+    got = intrinsic_advantages(cols["rewards"], batch, gamma)
+    assert got.tolist() == pytest.approx(oracle.intrinsic_stream(rows, gamma), rel=1e-6, abs=1e-6)
+    if gamma == 0.95:
         assert torch.equal(intrinsic_advantages(cols["rewards"], batch), got)
 
 
-def test_stream_mode_is_composed_and_checked():
+def test_the_stream_discount_is_composed_and_checked():
     from hydra.utils import instantiate
 
-    assert compose_config([]).exploration.stream_mode.name == "mean_std_norm"
-    assert (
-        instantiate(compose_config(["exploration.stream_mode=mean_norm"]).exploration).stream_mode
-        == "mean_norm"
-    )
-    with pytest.raises(ValueError, match="exploration.stream_mode='mean' must be one of"):
-        CountBonus(stream_mode="mean")
+    assert compose_config([]).exploration.gamma == 0.95
+    assert instantiate(compose_config(["exploration.gamma=0.5"]).exploration).gamma == 0.5
+    with pytest.raises(ValueError, match=r"exploration: gamma=1.5 is outside \[0.0, 1.0\]"):
+        CountBonus(gamma=1.5)
 
 
 def test_with_its_own_advantage_the_bonus_leaves_the_rewards_and_adds_beta_times_the_stream():
     # one group: traj 0 finds a, b (new); traj 1 finds a, then stays in a (no new state the second time)
     batch = _episodes([["s", "a", "b"], ["s", "a", "a"]])
     batch.group_ids = torch.zeros(len(batch), dtype=torch.long)
-    ids = {"s": 0, "a": 1, "b": 2}
-    batch.anchor_ids = torch.tensor([ids[x] for x in batch.anchor_texts])
     rewards = batch.rewards.clone()
     metrics = CountBonus(beta=0.5, own_advantage=True)(batch)
     assert torch.equal(batch.rewards, rewards)
-    # N(a) = 3, N(b) = 1, first visits only: the row bonuses are [1/sqrt(3), 1] and [1/sqrt(3), 0]
-    bonus = [1 / math.sqrt(3), 1.0, 1 / math.sqrt(3), 0.0]
-    rows = [
-        oracle.Row(0, j, t, bonus[2 * j + t], int(batch.anchor_ids[2 * j + t]), False)
-        for j in (0, 1)
-        for t in (0, 1)
-    ]
-    want = [
-        0.5 * a
-        for a in oracle.gigpo(
-            rows, mode="mean_std_norm", invalid_action_penalty=0.0, episode_singleton="zero"
-        )
-    ]
+    # N(a) = 3, N(b) = 1, first visits only: the row bonuses are [1/sqrt(3), 1] and [1/sqrt(3), 0];
+    # the bonus-to-go at gamma 0.95: [1/sqrt(3) + 0.95, 1] and [1/sqrt(3), 0], then whitened over the 4 rows
+    to_go = [1 / math.sqrt(3) + 0.95, 1.0, 1 / math.sqrt(3), 0.0]
+    mean = sum(to_go) / 4
+    std = math.sqrt(sum((b - mean) ** 2 for b in to_go) / 3)
+    want = [0.5 * (b - mean) / (std + 1e-6) for b in to_go]
     assert batch.extras["intrinsic_advantages"].tolist() == pytest.approx(want, rel=1e-9)
     assert want[0] > 0 > want[2]  # the trajectory that found b is pushed up, from its first state on
     assert metrics["rollout/intrinsic_adv_abs"] == pytest.approx(sum(map(abs, want)) / 4)
@@ -273,10 +261,10 @@ def test_with_its_own_advantage_the_bonus_leaves_the_rewards_and_adds_beta_times
 
 
 def test_the_counts_survive_a_weights_only_checkpoint(tmp_path):
-    bonus = CountBonus(beta=1.0, first_visit=False, anneal=4)
+    bonus = CountBonus(beta=1.0, first_visit=False, anneal=4, own_advantage=False)
     bonus(_batch(["s1", "s2", "s1"]))
     torch.save({"exploration": bonus.state()}, tmp_path / "c.pt")
-    restored = CountBonus(beta=1.0, first_visit=False, anneal=4)
+    restored = CountBonus(beta=1.0, first_visit=False, anneal=4, own_advantage=False)
     restored.load(torch.load(tmp_path / "c.pt", weights_only=True)["exploration"])
     a, b = _batch(["s1", "s3"]), _batch(["s1", "s3"])
     bonus(a)
