@@ -54,7 +54,7 @@ class LossConfig:
     #: Weight of the entropy bonus subtracted from the loss; 0 = off, the default: the count bonus of
     #: ``exploration`` does the exploring, and a fixed entropy bonus under Adam keeps pushing a policy whose
     #: groups are all flat towards uniform, so GRPO's greedy policy drifted into loops (docs/WHY_RUNS_FAIL.md).
-    #: The studies of experiments/RESULTS.md were measured with 0.01 and pin it.
+    #: The published studies of experiments/RESULTS.md (tag study-v1) were measured with 0.01.
     entropy_coef: float = 0.0
 
 
