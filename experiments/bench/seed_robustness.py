@@ -16,6 +16,8 @@ Columns, per seed and in total:
 - ``max_kl``: the largest per-iteration ``train/approx_kl`` (a destructive update shows as a spike).
 - ``wall``: seconds of ``train(cfg)``.
 
+The summary line gives solved k/n with its exact (Clopper-Pearson) 95% interval.
+
 This is the benchmark behind the seed-robustness tables in docs/WHY_RUNS_FAIL.md: it prints a table and
 asserts nothing. The same numbers for a Hydra sweep come from ``gigpo-lab compare``.
 """
@@ -153,8 +155,12 @@ def print_table(name: str, rows: list[dict], threshold: float) -> None:
     solved = [r for r in rows if r["solved"]]
     steps = [r["steps"] for r in solved if math.isfinite(r["steps"])]
     finals = [r["final"] for r in rows]
+    from gigpo_lab.analysis.stats import clopper_pearson
+
+    low, high = clopper_pearson(len(solved), len(rows))
     print(
-        f"\n**{name}: solved {len(solved)}/{len(rows)}** (final eval >= {threshold}); "
+        f"\n**{name}: solved {len(solved)}/{len(rows)}** [{low:.2f}, {high:.2f}] (Clopper-Pearson 95%; "
+        f"final eval >= {threshold}); "
         f"final eval mean {statistics.fmean(finals):.2f}, min {min(finals):.2f}; "
         f"runs with a collapse: {sum(r['collapses'] > 0 for r in rows)} "
         f"(with a relapse: {sum(r['relapses'] > 0 for r in rows)}); "

@@ -175,3 +175,20 @@ def performance_profile(strata: Sequence[np.ndarray], taus: Sequence[float]):
         return nan, nan, nan
     low, high = bootstrap_ci(strata, share)
     return share(*strata), low, high
+
+
+def clopper_pearson(solved: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """The exact (Clopper-Pearson 1934) interval of a success probability from ``solved`` of ``n`` seeds.
+
+    low is the p with P(X >= solved | n, p) = (1 - level) / 2 (0 when solved = 0), high the p with
+    P(X <= solved | n, p) = (1 - level) / 2 (1 when solved = n); both are quantiles of a Beta distribution
+    (``scipy.stats.beta``). Conservative: it covers the true p at least ``level`` of the time.
+    """
+    if not (isinstance(n, int) and n >= 1 and isinstance(solved, int) and 0 <= solved <= n):
+        raise ValueError(f"clopper_pearson needs 0 <= solved <= n and n >= 1, got {solved}/{n}")
+    from scipy.stats import beta
+
+    tail = (1.0 - level) / 2.0
+    low = 0.0 if solved == 0 else float(beta.ppf(tail, solved, n - solved + 1))
+    high = 1.0 if solved == n else float(beta.ppf(1.0 - tail, solved + 1, n - solved))
+    return low, high

@@ -4,6 +4,7 @@ definitions (Agarwal et al. 2021; rliable's ``aggregate_iqm``, ``probability_of_
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import numpy as np
@@ -107,3 +108,37 @@ def test_improvement_is_antisymmetric(x, y):
 def test_bad_arguments_say_what_is_wrong():
     with pytest.raises(ValueError, match="same tasks"):
         stats.probability_of_improvement([np.ones(2)], [np.ones(2), np.ones(2)])
+
+
+def _binomial_tail(k_low: int, k_high: int, n: int, p: float) -> float:
+    """P(k_low <= X <= k_high) for X ~ Binomial(n, p), summed term by term."""
+    return sum(math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(k_low, k_high + 1))
+
+
+def _bisect(f, lo=0.0, hi=1.0) -> float:
+    """The root of an increasing f on [lo, hi], to 1e-12."""
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=1, max_value=40).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_clopper_pearson_inverts_the_binomial_tails(case):
+    """The oracle is the definition: low solves P(X >= k | low) = 0.025, high solves P(X <= k | high) = 0.025,
+    found by bisection on the binomial sums (no Beta quantile involved)."""
+    k, n = case
+    low, high = stats.clopper_pearson(k, n)
+    want_low = 0.0 if k == 0 else _bisect(lambda p: _binomial_tail(k, n, n, p) - 0.025)
+    want_high = 1.0 if k == n else _bisect(lambda p: 0.025 - _binomial_tail(0, k, n, p))
+    assert (low, high) == pytest.approx((want_low, want_high), abs=1e-7)
+    assert 0.0 <= low <= k / n <= high <= 1.0
+
+
+def test_clopper_pearson_known_values_and_bad_counts():
+    """10/10 gives [0.6915, 1] and 9/10 [0.5550, 0.9975] (the standard exact-interval table values)."""
+    assert stats.clopper_pearson(10, 10) == pytest.approx((0.69150, 1.0), abs=1e-4)
+    assert stats.clopper_pearson(9, 10) == pytest.approx((0.55498, 0.99747), abs=1e-4)
+    with pytest.raises(ValueError, match="0 <= solved <= n"):
+        stats.clopper_pearson(11, 10)

@@ -125,3 +125,23 @@ def test_every_estimator_option_is_explained():
 def test_links_to_other_docs_exist():
     for target in re.findall(r"\]\(([A-Z]+\.md)", TEXT):
         assert (Path(DOC).parent / target).is_file(), target
+
+
+@pytest.mark.parametrize("name", available_estimators())
+def test_the_trainer_the_functional_api_and_the_doc_agree_at_the_defaults(name):
+    """Published semantics at the defaults (issue #31): the estimator the composed config builds (what the
+    trainer runs), ``compute_advantages(name, ...)`` with no parameters, and the doc's table for ``name`` with
+    no parameters (the defaults) give the same advantages on the worked batch: bit for bit between the first
+    two, to the doc's four places for the third."""
+    from hydra.utils import instantiate
+
+    from gigpo_lab.batch import StepBatch
+    from gigpo_lab.config_paths import compose_config
+
+    cols = _columns(BATCH)
+    trainer = instantiate(compose_config([f"estimator={name}"]).estimator)(StepBatch(**cols)).advantages
+    functional = compute_advantages(name, **cols)
+    assert torch.equal(trainer, functional)
+    (values,) = [v for n, p, v in TABLES if n == name and not p]
+    rows = list(zip(BATCH["traj_id"], (int(s) for s in BATCH["step_id"]), strict=True))
+    assert all(abs(values[r] - float(x)) < 6e-5 for r, x in zip(rows, functional, strict=True))
