@@ -238,7 +238,12 @@ def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch, gamma: float = 0
         "exploration",
         _STREAM_COLUMNS,
         (),
-        {"rewards": bonus, "group_ids": batch.group_ids, "traj_ids": batch.traj_ids, "step_ids": batch.step_ids},
+        {
+            "rewards": bonus,
+            "group_ids": batch.group_ids,
+            "traj_ids": batch.traj_ids,
+            "step_ids": batch.step_ids,
+        },
     )
     to_go = discounted_returns(rows.rewards, rows.traj, rows.layout, gamma)
     whole_batch = torch.zeros_like(rows.traj)

@@ -31,10 +31,11 @@ from gigpo_lab.advantages.base import (
     check_bool,
     check_choice,
     check_real,
+    default_of,
     summary_metrics,
 )
 from gigpo_lab.advantages.grouping import group_normalize, group_stats, pack
-from gigpo_lab.advantages.grpo import EpisodeLevel, GRPOSchema, episode_advantages
+from gigpo_lab.advantages.grpo import EPISODE_DEFAULTS, EpisodeLevel, GRPOSchema, episode_advantages
 from gigpo_lab.advantages.prepare import Rows
 from gigpo_lab.advantages.registry import register_estimator
 from gigpo_lab.advantages.returns import discounted_returns, truncated_tail
@@ -67,11 +68,11 @@ class GiGPO(Estimator):
         self,
         step_advantage_weight: float = 1.0,
         gamma: float = 0.95,
-        mode: str = "mean_norm",
-        normalize_over: str = "rows",
-        invalid_action_penalty: float = 0.1,
-        epsilon: float = 1e-6,
-        episode_singleton: str = "raw",
+        mode: str = EPISODE_DEFAULTS.mode,
+        normalize_over: str = EPISODE_DEFAULTS.normalize_over,
+        invalid_action_penalty: float = EPISODE_DEFAULTS.invalid_action_penalty,
+        epsilon: float = EPISODE_DEFAULTS.epsilon,
+        episode_singleton: str = EPISODE_DEFAULTS.episode_singleton,
         step_singleton: str = "zero",
         anchor_similarity_threshold: float | None = None,
         bootstrap_truncated: bool = False,
@@ -167,11 +168,11 @@ class GiGPOSchema(GRPOSchema):
 
     _target_: str = "gigpo_lab.advantages.gigpo.GiGPO"
     #: omega >= 0, weight of the step-level advantage (paper: 1.0; 0 gives grpo exactly).
-    step_advantage_weight: float = 1.0
+    step_advantage_weight: float = default_of(GiGPO, "step_advantage_weight")  # type: ignore[assignment]
     #: gamma in [0, 1], discount of the step return (paper: 0.95; verl-agent's own default is 1.0).
-    gamma: float = 0.95
+    gamma: float = default_of(GiGPO, "gamma")  # type: ignore[assignment]
     #: zero | raw: a step group of one row gets 0 (ALGORITHMS.md) or its own return.
-    step_singleton: Singleton = Singleton.zero
+    step_singleton: Singleton = Singleton[default_of(GiGPO, "step_singleton")]
     #: null (exact anchor ids) or a difflib ratio in (0, 1) for clustering text anchors (needs anchor_texts).
     anchor_similarity_threshold: Optional[float] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
     #: false (the paper's and verl-agent's semantics, ALGORITHMS.md) = G_t stops where the episode stops.
@@ -180,7 +181,7 @@ class GiGPOSchema(GRPOSchema):
     #: 2018; needs gamma < 1), so that a state's step group does not favour the visits made late in a cut
     #: episode when every step pays (docs/WHY_RUNS_FAIL.md, cause 6). A no-op, bit for bit, where cut episodes
     #: earn 0 a step (FrozenLake, Household, the paper's ALFWorld). GRPO has no step return, so no counterpart.
-    bootstrap_truncated: bool = False
+    bootstrap_truncated: bool = default_of(GiGPO, "bootstrap_truncated")  # type: ignore[assignment]
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

@@ -58,6 +58,17 @@ class EpisodeLevel:
         )
 
 
+#: The episode level's defaults, written once: GRPO's and GiGPO's constructors and their schemas all read them,
+#: so the functional API, the class and the config give the same estimator (docs/ALGORITHMS.md, section 14).
+EPISODE_DEFAULTS = EpisodeLevel(
+    mode="mean_norm",
+    normalize_over="rows",
+    invalid_action_penalty=0.1,
+    epsilon=1e-6,
+    episode_singleton="raw",
+)
+
+
 def episode_returns(rows: Rows) -> torch.Tensor:
     """R(tau) = sum_t r_t for each trajectory: (J,) float64, indexed by the dense ``rows.traj``."""
     return segment_sum(rows.rewards, rows.traj, rows.n_traj)
@@ -98,11 +109,11 @@ class GRPO(Estimator):
 
     def __init__(
         self,
-        mode: str = "mean_norm",
-        normalize_over: str = "rows",
-        invalid_action_penalty: float = 0.1,
-        epsilon: float = 1e-6,
-        episode_singleton: str = "raw",
+        mode: str = EPISODE_DEFAULTS.mode,
+        normalize_over: str = EPISODE_DEFAULTS.normalize_over,
+        invalid_action_penalty: float = EPISODE_DEFAULTS.invalid_action_penalty,
+        epsilon: float = EPISODE_DEFAULTS.epsilon,
+        episode_singleton: str = EPISODE_DEFAULTS.episode_singleton,
     ) -> None:
         self.episode = EpisodeLevel.checked(
             self.name,
@@ -125,15 +136,15 @@ class GRPOSchema:
 
     _target_: str = "gigpo_lab.advantages.grpo.GRPO"
     #: mean_norm | mean_std_norm. mean_norm: x - mean; mean_std_norm: (x - mean) / (std + epsilon), unbiased std.
-    mode: Mode = Mode.mean_norm
+    mode: Mode = Mode[EPISODE_DEFAULTS.mode]
     #: rows | trajectories: every step row enters the group statistics, or one R(tau) per trajectory.
-    normalize_over: NormalizeOver = NormalizeOver.rows
+    normalize_over: NormalizeOver = NormalizeOver[EPISODE_DEFAULTS.normalize_over]
     #: p >= 0, subtracted from the score of each row whose action could not be parsed (paper: 0.1).
-    invalid_action_penalty: float = 0.1
+    invalid_action_penalty: float = EPISODE_DEFAULTS.invalid_action_penalty
     #: epsilon > 0 added to the std in mean_std_norm.
-    epsilon: float = 1e-6
+    epsilon: float = EPISODE_DEFAULTS.epsilon
     #: raw | zero: a group with one statistics entry gets its raw score (verl-agent) or 0 (ROLL, Trinity-RFT).
-    episode_singleton: Singleton = Singleton.raw
+    episode_singleton: Singleton = Singleton[EPISODE_DEFAULTS.episode_singleton]
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

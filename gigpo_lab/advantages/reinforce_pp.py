@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gigpo_lab.advantages.base import Estimator, check_real
+from gigpo_lab.advantages.base import Estimator, check_real, default_of
 from gigpo_lab.advantages.grouping import group_normalize, group_stats
 from gigpo_lab.advantages.grpo import episode_returns
 from gigpo_lab.advantages.prepare import Rows
@@ -62,9 +62,9 @@ class ReinforcePPSchema:
 
     _target_: str = "gigpo_lab.advantages.reinforce_pp.ReinforcePP"
     #: p >= 0, subtracted from the score of each invalid row.
-    invalid_action_penalty: float = 0.1
+    invalid_action_penalty: float = default_of(ReinforcePP, "invalid_action_penalty")  # type: ignore[assignment]
     #: epsilon > 0 of the batch whitening.
-    epsilon: float = 1e-6
+    epsilon: float = default_of(ReinforcePP, "epsilon")  # type: ignore[assignment]
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gigpo_lab.advantages.base import Estimator, check_real
+from gigpo_lab.advantages.base import Estimator, check_real, default_of
 from gigpo_lab.advantages.grouping import segment_count, segment_min, segment_sum
 from gigpo_lab.advantages.grpo import episode_returns
 from gigpo_lab.advantages.prepare import Rows
@@ -55,7 +55,7 @@ class RLOOSchema:
 
     _target_: str = "gigpo_lab.advantages.rloo.RLOO"
     #: p >= 0, subtracted from the score of each invalid row.
-    invalid_action_penalty: float = 0.1
+    invalid_action_penalty: float = default_of(RLOO, "invalid_action_penalty")  # type: ignore[assignment]
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gigpo_lab.advantages.base import BASE_COLUMNS, Estimator, check_bool, check_real
+from gigpo_lab.advantages.base import BASE_COLUMNS, Estimator, check_bool, check_real, default_of
 from gigpo_lab.advantages.grouping import group_normalize, group_stats, pack, segment_count, segment_sum
 from gigpo_lab.advantages.grpo import episode_returns
 from gigpo_lab.advantages.prepare import Rows
@@ -85,11 +85,11 @@ class GiGPOStepIndexSchema:
 
     _target_: str = "gigpo_lab.advantages.step_index.GiGPOStepIndex"
     #: omega >= 0, weight of the mean step-index advantage.
-    step_advantage_weight: float = 1.0
+    step_advantage_weight: float = default_of(GiGPOStepIndex, "step_advantage_weight")  # type: ignore[assignment]
     #: true: divide by (std of the group's returns + epsilon).
-    scale_by_std: bool = False
+    scale_by_std: bool = default_of(GiGPOStepIndex, "scale_by_std")  # type: ignore[assignment]
     #: epsilon > 0 of scale_by_std.
-    epsilon: float = 1e-6
+    epsilon: float = default_of(GiGPOStepIndex, "epsilon")  # type: ignore[assignment]
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

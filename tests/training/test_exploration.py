@@ -78,7 +78,9 @@ def _episodes(trajectories: list[list[str]], order: list[int] | None = None) -> 
 def test_first_visit_pays_only_steps_into_states_new_to_the_episode():
     # traj 0: s0 -> s1 -> s0 (back to its reset state) -> s2 -> s2 (an invalid word stays); traj 1: s0 -> s2
     batch = _episodes([["s0", "s1", "s0", "s2", "s2"], ["s0", "s2"]], order=[4, 2, 0, 3, 1])
-    CountBonus(beta=2.0, own_advantage=False)(batch)  # first_visit is the default; after the batch N(s1)=1, N(s0)=1, N(s2)=3
+    CountBonus(beta=2.0, own_advantage=False)(
+        batch
+    )  # first_visit is the default; after the batch N(s1)=1, N(s0)=1, N(s2)=3
     by_row = {0: 2.0, 1: 0.0, 2: 2.0 / math.sqrt(3), 3: 0.0, 4: 2.0 / math.sqrt(3)}
     assert batch.rewards.tolist() == pytest.approx([by_row[i] for i in [4, 2, 0, 3, 1]], abs=1e-7)
 

@@ -32,7 +32,9 @@ ESTIMATORS = available_estimators()
 def _next_anchors(rows) -> list[str]:
     """The state after each row: the next row's anchor in its trajectory, or an end state of its own."""
     at = {(r.traj, r.step): r.anchor for r in rows}
-    return [f"s{at[(r.traj, r.step + 1)]}" if (r.traj, r.step + 1) in at else f"end{r.traj % 3}" for r in rows]
+    return [
+        f"s{at[(r.traj, r.step + 1)]}" if (r.traj, r.step + 1) in at else f"end{r.traj % 3}" for r in rows
+    ]
 
 
 def _batch(rows) -> StepBatch:
