@@ -4,6 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_PIN := torch==2.13.0
+# pytest-xdist workers for `make test` (CI has 2 cores); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: install demo test test-slow lint bench clean smollm test-vllm screenshots
 
@@ -23,7 +25,7 @@ demo: install
 
 test: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 test-slow: install
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # 5 = no slow tests collected
