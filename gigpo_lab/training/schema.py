@@ -100,7 +100,6 @@ class TrainerConfig:
     reuse_rollout_logprobs: bool = False
     #: A partial constructor of any torch.optim class, built with the policy's parameters. lr 3e-4 keeps the
     #: tiny policy's Adam steps from undoing it (docs/WHY_RUNS_FAIL.md); the GiGPO paper's LLM runs use 1e-6.
-    #: _target_=gigpo_lab.training.stable_adamw.StableAdamW is AdamW with per-tensor update clipping.
     optimizer: dict[str, Any] = field(default_factory=_adamw)
     #: The update's forward and backward once per distinct (prompt, response) row, indexed back: the same loss
     #: and gradient up to float rounding; false = every row.
