@@ -175,14 +175,7 @@ class GiGPOModule(L.LightningModule):
             self.shared_prefix = False
 
     def configure_optimizers(self):
-        optimizer = self.loop.optimizer(self.policy.parameters())
-        if not self.loop.lr_anneal:
-            return optimizer
-        # one Lightning epoch is one iteration; Lightning checkpoints the scheduler, so a resume is exact
-        anneal = torch.optim.lr_scheduler.LinearLR(
-            optimizer, start_factor=1.0, end_factor=0.0, total_iters=self.loop.iterations
-        )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": anneal, "interval": "epoch"}}
+        return self.loop.optimizer(self.policy.parameters())
 
     def train_dataloader(self):
         return iteration_loader(self.prepare_iteration)

@@ -104,12 +104,6 @@ class TrainerConfig:
     #: The update's forward and backward once per distinct (prompt, response) row, indexed back: the same loss
     #: and gradient up to float rounding; false = every row.
     distinct_rows: bool = True
-    #: true = anneal the optimizer's learning rate linearly from its configured value towards 0 over
-    #: ``iterations`` (iteration i, from 0, runs at lr * (1 - i / iterations), so the last at lr / iterations),
-    #: as CleanRL's PPO does (``anneal_lr``); logged as train/lr. false = a constant rate, the default, with
-    #: which docs/WHY_RUNS_FAIL.md's tables were measured; on Taxi the anneal removed the large steps but
-    #: learned more slowly (cause 6's probes).
-    lr_anneal: bool = False
     #: Stop an iteration's remaining optimizer steps once a minibatch's approx_kl exceeds this (SB3's
     #: target_kl); null = never.
     target_kl: Optional[float] = None  # noqa: UP045
