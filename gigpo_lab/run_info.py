@@ -76,13 +76,6 @@ def validate_config(cfg: DictConfig) -> None:
             "the env's rewards unclipped",
         )
     )
-    checks.append(
-        (
-            not cfg.trainer.kl_rollback or cfg.trainer.target_kl is not None,
-            "trainer.kl_rollback=true undoes the step that crossed trainer.target_kl, which is null: set "
-            "trainer.target_kl=<a number, e.g. 0.05> or trainer.kl_rollback=false",
-        )
-    )
     rate = cfg.rollout.max_env_error_rate  # a float (rollout schema)
     checks.append((0 <= rate <= 1, f"rollout.max_env_error_rate={rate!r} must lie in [0, 1]"))
     omega = cfg.estimator.get("step_advantage_weight")

@@ -29,7 +29,6 @@ from gigpo_lab.training.distinct_rows import distinct_rows_logprobs
 from gigpo_lab.training.loss import PolicyLoss
 from gigpo_lab.training.microbatch import chunked_logprobs, microbatched_loss
 from gigpo_lab.training.schema import TrainerConfig
-from gigpo_lab.training.step_undo import StepSnapshot
 
 #: Seeds of held-out evaluation episodes start here; training seeds stay below it.
 EVAL_SEED_BASE = 1_000_000_000
@@ -122,13 +121,6 @@ class GiGPOModule(L.LightningModule):
         self.logprob_temperature = logprob_temperature
         self.exploration = exploration if exploration is not None else NoBonus()
         self._kl_stopped = False
-        self._snapshot = StepSnapshot()  # the policy before the last step (trainer.kl_rollback)
-        self._last_mb: StepBatch | None = None  # the last step's minibatch, checked at the iteration's end
-        self._steps_undone = 0
-        if loop.kl_rollback and loop.target_kl is None:
-            raise ValueError(
-                "trainer.kl_rollback=true needs trainer.target_kl, the bound it undoes steps past"
-            )
         if loop.reuse_rollout_logprobs and not getattr(engine, "samples_policy_logprobs", False):
             raise ValueError(
                 "trainer.reuse_rollout_logprobs=true needs an engine whose sampling log-probs are the policy's "
@@ -255,8 +247,6 @@ class GiGPOModule(L.LightningModule):
         metrics["perf/tokens_per_s"] = rollout.get("rollout/tokens", 0.0) / rollout_s
         self._iter_metrics = metrics
         self._kl_stopped = False
-        self._snapshot = StepSnapshot()
-        self._last_mb, self._steps_undone = None, 0
         if self.loop.sample_every > 0 and it % self.loop.sample_every == 0:
             self.pending_samples.append((it, self._samples(batch)))
         self.policy.train()
@@ -377,9 +367,7 @@ class GiGPOModule(L.LightningModule):
             self._kl_stopped = True  # this step and the rest of the iteration are skipped
             self._train_stats["train/steps_taken"][-1] = 0.0
             self.policy.zero_grad(set_to_none=True)  # micro-batches already back-propagated: no step on them
-            self._undo_last_step()
             return None
-        self._last_mb = mb
         # the bar's values; nothing else reads them (no Trainer: a module driven by hand, as in the LLM bench)
         if self._trainer is not None and self.trainer.progress_bar_callback is not None:
             self.log("iter", float(self.current_epoch), prog_bar=True, logger=False)
@@ -391,33 +379,7 @@ class GiGPOModule(L.LightningModule):
             )
         return loss
 
-    def _undo_last_step(self) -> None:
-        """With ``kl_rollback``: put the policy back as it was before the iteration's last step, if it took one."""
-        if not (self.loop.kl_rollback and self._snapshot.taken):
-            return
-        self._snapshot.restore()
-        self._steps_undone += 1
-        taken = self._train_stats["train/steps_taken"]
-        last = max(i for i, v in enumerate(taken) if v == 1.0)
-        taken[last] = 0.0  # the undone step no longer counts as taken
-
-    @torch.no_grad()
-    def _check_last_step(self) -> None:
-        """With ``kl_rollback``: no minibatch follows the iteration's last step to check it, so measure its
-        approx_kl on its own minibatch (one forward, as the rollout's scoring does it) and undo it past
-        ``target_kl``."""
-        if not self.loop.kl_rollback or self._kl_stopped or self._last_mb is None or not self._snapshot.taken:
-            return
-        mb = self._last_mb
-        cols = (mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.response_mask)
-        logp, entropy = (t.to(mb.old_logprobs.device) for t in self._logprobs(self.policy, cols))
-        out = self.loss_fn(logp, mb.old_logprobs, mb.advantages, mb.response_mask, entropy, mb.ref_logprobs)
-        if float(out.approx_kl) > self.loop.target_kl:
-            self._undo_last_step()
-
     def on_before_optimizer_step(self, optimizer) -> None:
-        if self.loop.kl_rollback:
-            self._snapshot.take(self.policy, optimizer)
         self._train_stats["train/lr"].append(float(optimizer.param_groups[0]["lr"]))
         grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
         if grads:
@@ -429,7 +391,6 @@ class GiGPOModule(L.LightningModule):
         Called by ``IterationLogger.on_train_epoch_end``, which Lightning runs before ``ModelCheckpoint``, so
         the checkpoint of an iteration always follows its metrics.
         """
-        self._check_last_step()
         self.engine.sync_weights(self.policy)
         metrics = dict(self._iter_metrics)
         metrics.update({k: sum(v) / len(v) for k, v in self._train_stats.items() if v})
@@ -437,8 +398,6 @@ class GiGPOModule(L.LightningModule):
             "train/approx_kl"
         ]:  # a destructive update shows in the largest step, not the mean
             metrics["train/approx_kl_max"] = max(self._train_stats["train/approx_kl"])
-        if self.loop.kl_rollback:
-            metrics["train/steps_undone"] = float(self._steps_undone)
         metrics["time/update_s"] = time.perf_counter() - self._update_start
         metrics["train/iteration"] = float(self.current_epoch)
         self._train_stats.clear()

@@ -107,12 +107,6 @@ class TrainerConfig:
     #: Stop an iteration's remaining optimizer steps once a minibatch's approx_kl exceeds this (SB3's
     #: target_kl); null = never.
     target_kl: Optional[float] = None  # noqa: UP045
-    #: true (needs target_kl) = when target_kl stops an iteration, also undo the optimizer step before the
-    #: check (the parameters and the optimizer's state as they were), and check the iteration's last step on
-    #: its own minibatch, undoing it too if it went past target_kl: an iteration then never ends on a policy
-    #: measured further than target_kl from the rollout's (gigpo_lab/training/step_undo.py); logged as
-    #: train/steps_undone. false = the step that crossed target_kl is kept, as in SB3.
-    kl_rollback: bool = False
     #: Clip every step reward the estimators see to [-c, c] (DQN's reward clipping, Mnih et al. 2015), after
     #: the rollout and before any exploration bonus; rollout/return, success and the logged returns stay the
     #: env's own. 1.0 puts every env on one scale, that of the count bonus and the invalid penalty: on

@@ -66,10 +66,6 @@ BAD_VALUES = [
     ("rollout.max_env_error_rate=1.5", r"rollout.max_env_error_rate=1.5 must lie in \[0, 1\]"),
     ("trainer.reward_clip=0", r"trainer.reward_clip=0.0 must be a number > 0 .*or null"),
     ("trainer.reward_clip=-1", r"trainer.reward_clip=-1.0 must be a number > 0"),
-    (
-        "trainer.kl_rollback=true",
-        r"trainer.kl_rollback=true .*trainer.target_kl, which is null: set trainer.target_kl=",
-    ),
 ]
 
 
