@@ -6,9 +6,8 @@
 
 where ``beta_c = beta * max(0, 1 - progress)`` and ``progress`` is how far the run is through its budget
 when collection c starts: ``c / anneal`` (collections, default ``trainer.iterations``) or ``steps /
-anneal_env_steps`` (step rows counted so far, default ``trainer.max_env_steps``), whichever is further, each
-clock shortened to the share ``anneal_fraction`` of itself (1 by default). So the bonus fades to 0 by the end
-of the run, whichever budget ends it, or by the end of that share of it. ``exploration=none`` leaves the rewards
+anneal_env_steps`` (step rows counted so far, default ``trainer.max_env_steps``), whichever is further. So
+the bonus fades to 0 by the end of the run, whichever budget ends it. ``exploration=none`` leaves the rewards
 alone.
 
 ``s_{t+1}`` is the env's anchor after the step (``info["anchor"]``: the raw state, the key GiGPO's step
@@ -75,11 +74,6 @@ from gigpo_lab.batch import StepBatch
 _STREAM_COLUMNS = ("rewards", "group_ids", "traj_ids", "step_ids")
 
 
-def _shortened(clock: int, fraction: float) -> int:
-    """``max(1, floor(fraction * clock + 1/2))`` (rounded half up) for a clock > 0, and 0 (no clock) for 0."""
-    return max(1, math.floor(fraction * clock + 0.5)) if clock else 0
-
-
 def state_key(anchor: str) -> str:
     """A short stable key of an anchor string (16 hex digits of BLAKE2b): a compact checkpoint, the same in
     every process (Python's ``hash`` of a str is salted per process)."""
@@ -113,10 +107,6 @@ class CountBonus:
             least ``c / K``.
         anneal_env_steps: None or 0 = no clock in env steps; S > 0 = the progress is at least ``s / S``, where
             ``s`` counts the step rows of the earlier collections (this process's rows).
-        anneal_fraction: the share f in (0, 1] of each clock over which beta fades: the clocks become
-            ``max(1, f * K)`` and ``max(1, f * S)`` rounded half up (``_shortened``), so beta is 0 for the last
-            ``1 - f`` of the budget (SB3's DQN schedules its epsilon the same way, ``exploration_fraction``).
-            1 = the whole clock.
         own_advantage: false = add the bonus to the rewards; true = leave the rewards alone and add
             ``beta_c * A_int`` to the estimator's advantages (module docstring).
         gamma: the discount in [0, 1] of the bonus-to-go B_t of the stream (module docstring).
@@ -130,7 +120,6 @@ class CountBonus:
         first_visit: bool = True,
         anneal: int = 0,
         anneal_env_steps: int | None = None,
-        anneal_fraction: float = 1.0,
         own_advantage: bool = True,
         gamma: float = 0.95,
     ) -> None:
@@ -141,22 +130,8 @@ class CountBonus:
                 raise ValueError(f"exploration.{key}={value!r} must be an integer >= 0 (0 = no such clock)")
         self.beta = float(beta)
         self.first_visit = bool(first_visit)
-        if not (
-            isinstance(anneal_fraction, (int, float))
-            and not isinstance(anneal_fraction, bool)
-            and 0 < anneal_fraction <= 1
-        ):
-            raise ValueError(
-                f"exploration.anneal_fraction={anneal_fraction!r} must be a number in (0, 1]: the share of the "
-                "budget over which beta fades (1 = all of it)"
-            )
         self.anneal = int(anneal)
         self.anneal_env_steps = int(anneal_env_steps or 0)
-        self.anneal_fraction = float(anneal_fraction)
-        # The clocks as used: beta reaches 0 at these (0 = no such clock). Rounded to whole collections and
-        # rows, so that anneal=300 with a fraction of 2/3 is exactly anneal=200 with a fraction of 1.
-        self.fade_collections = _shortened(self.anneal, self.anneal_fraction)
-        self.fade_env_steps = _shortened(self.anneal_env_steps, self.anneal_fraction)
         self.own_advantage = bool(own_advantage)
         self.gamma = check_real("exploration", "gamma", gamma, low=0.0, high=1.0)
         self.counts: dict[str, int] = {}
@@ -169,8 +144,8 @@ class CountBonus:
 
     def progress(self) -> float:
         """How far through its budget the run is at the next collection: 0 with no clock (class docstring)."""
-        by_collections = self.collections / self.fade_collections if self.fade_collections else 0.0
-        by_steps = self.env_steps / self.fade_env_steps if self.fade_env_steps else 0.0
+        by_collections = self.collections / self.anneal if self.anneal else 0.0
+        by_steps = self.env_steps / self.anneal_env_steps if self.anneal_env_steps else 0.0
         return max(by_collections, by_steps)
 
     def current_beta(self) -> float:
@@ -295,10 +270,6 @@ class CountBonusConfig:
     #: over that budget (the earlier of the two clocks wins). Each rank counts only its own rows, so a run on
     #: W ranks with a step budget should set it to trainer.max_env_steps / W.
     anneal_env_steps: Optional[int] = "${oc.select:trainer.max_env_steps,null}"  # type: ignore[assignment]  # noqa: UP045
-    #: The share f in (0, 1] of each clock above over which beta fades: it reaches 0 at f * anneal collections
-    #: (or f * anneal_env_steps rows), rounded half up and at least 1, and stays 0 for the rest of the budget, which then
-    #: optimises the env's own reward alone. 1.0 = fade over the whole clock.
-    anneal_fraction: float = 1.0
     #: true = the bonus is its own advantage stream: the rewards stay the env's, each row's discounted
     #: bonus-to-go (gamma below) is whitened over the whole batch, and beta times that is added to the
     #: advantages of whichever estimator runs, the same per-row values for every estimator (no estimator's

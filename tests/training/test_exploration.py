@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from fractions import Fraction
 from functools import partial
 
 import advantage_oracle as oracle
@@ -148,27 +147,16 @@ def test_a_bad_anneal_is_refused_with_its_key(key, value):
     beta=st.floats(min_value=0.01, max_value=10.0),
     anneal=st.integers(min_value=0, max_value=6),
     anneal_env_steps=st.one_of(st.none(), st.integers(min_value=0, max_value=30)),
-    fraction=st.sampled_from([1.0, 0.5, 2 / 3, 0.1, 0.75]),
 )
-def test_annealing_scales_the_bonus_linearly_down_to_zero(batches, beta, anneal, anneal_env_steps, fraction):
+def test_annealing_scales_the_bonus_linearly_down_to_zero(batches, beta, anneal, anneal_env_steps):
     """Collection c, after s earlier step rows, pays what a constant-beta bonus pays times
-    max(0, 1 - max(c/K', s/S')) with K' = max(1, round(f K)) and S' likewise (a clock that is 0 or None left
-    out; neither: times 1), so zero once either shortened budget is spent, while the counts go on exactly as
-    without annealing."""
+    max(0, 1 - max(c/K, s/S)) (a clock that is 0 or None left out; neither: times 1), so zero once either
+    budget is spent, while the counts go on exactly as without annealing."""
     annealed = CountBonus(
-        beta=beta,
-        first_visit=False,
-        anneal=anneal,
-        anneal_env_steps=anneal_env_steps,
-        anneal_fraction=fraction,
-        own_advantage=False,
+        beta=beta, first_visit=False, anneal=anneal, anneal_env_steps=anneal_env_steps, own_advantage=False
     )
     constant = CountBonus(beta=beta, first_visit=False, own_advantage=False)
-
-    def shortened(clock):  # exact arithmetic, rounded half up
-        return max(1, math.floor(Fraction(fraction) * clock + Fraction(1, 2))) if clock else 0
-
-    fade_c, fade_s = shortened(anneal), shortened(anneal_env_steps or 0)
+    fade_c, fade_s = anneal, anneal_env_steps or 0
     rows_before = 0
     for c, anchors in enumerate(batches):
         a, b = _batch(anchors), _batch(anchors)
@@ -185,22 +173,6 @@ def test_annealing_scales_the_bonus_linearly_down_to_zero(batches, beta, anneal,
         if (fade_c and c >= fade_c) or (fade_s and rows_before - len(anchors) >= fade_s):
             assert a.rewards.tolist() == [0.0] * len(anchors)
     assert annealed.counts == constant.counts and annealed.collections == len(batches)
-
-
-@pytest.mark.parametrize("value", [0, 0.0, -0.5, 1.5, True, "0.5"])
-def test_a_bad_anneal_fraction_is_refused_with_its_key(value):
-    with pytest.raises(ValueError, match=r"exploration.anneal_fraction=.*\(0, 1\]"):
-        CountBonus(anneal_fraction=value)
-
-
-def test_a_fraction_of_a_clock_is_that_shorter_clock_bit_for_bit():
-    """anneal=300 with anneal_fraction 2/3 pays exactly what anneal=200 does at every collection (the
-    shortened clock is rounded to whole collections), and is 0 from collection 200 on."""
-    short, long = CountBonus(anneal=200), CountBonus(anneal=300, anneal_fraction=2 / 3)
-    for c in range(320):
-        short.collections = long.collections = c
-        assert long.current_beta() == short.current_beta()
-        assert (long.current_beta() == 0.0) == (c >= 200)
 
 
 def test_the_default_anneals_over_the_run_budget_whichever_ends_it():
