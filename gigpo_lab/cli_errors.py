@@ -117,7 +117,7 @@ def explain(err: BaseException) -> tuple[int, str]:
         ValidationError,
     )
 
-    from gigpo_lab.run_info import ConfigError
+    from gigpo_lab.errors import ConfigError
 
     # an estimator the env cannot feed (GiGPO without anchors); loaded already if that is what was raised
     prepare = sys.modules.get("gigpo_lab.advantages.prepare")

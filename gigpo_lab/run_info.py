@@ -12,6 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from gigpo_lab.errors import ConfigError
 from gigpo_lab.tracking.sweep import sweep_context
 
 #: Columns every collector provides whatever the env; the rest depend on what the env reports.
@@ -24,11 +25,6 @@ def _is_int(value) -> bool:
 
 def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
-
-
-class ConfigError(ValueError):
-    """A mistake in the config that the config alone shows (a bad value, a missing required key, a combination
-    the lab cannot run): raised before anything is written; ``gigpo-lab train`` prints it in one line, exit 2."""
 
 
 def validate_config(cfg: DictConfig) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gigpo_lab.run_info import ConfigError
+from gigpo_lab.errors import ConfigError
 
 
 def strategy_class(strategy: Any) -> tuple[type | None, str]:

@@ -336,7 +336,7 @@ def test_strategies_the_lab_cannot_run_are_refused_before_any_run_opens(
 ):
     from mlflow.tracking import MlflowClient
 
-    from gigpo_lab.run_info import ConfigError
+    from gigpo_lab.errors import ConfigError
     from gigpo_lab.train import train
 
     cfg = compose_config([*tiny_overrides, override, "lightning.accelerator=cpu"])
