@@ -88,3 +88,13 @@ def compose_config(overrides: list[str] | tuple[str, ...] = (), return_hydra_con
             overrides=list(overrides),
             return_hydra_config=return_hydra_config,
         )
+
+
+def hydra_choices() -> dict[str, str]:
+    """The option chosen in each config group of the running Hydra job (``{"model": "tiny", ...}``); ``{}``
+    outside a Hydra job (``compose_config``, ``train(cfg)`` from Python)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return {}
+    return {k: str(v) for k, v in HydraConfig.get().runtime.choices.items() if v is not None}

@@ -59,7 +59,7 @@ def _write(text: str) -> None:
 
 def describe(cfg) -> str:
     """``gigpo ω=1.0`` (the estimator and, where it has one, its step-advantage weight)."""
-    from gigpo_lab.run_info import estimator_name
+    from gigpo_lab.run_names import estimator_name
 
     omega = cfg.estimator.get("step_advantage_weight")
     return estimator_name(cfg) + (f" ω={float(omega):g}" if omega is not None else "")

@@ -20,6 +20,9 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from gigpo_lab.build_checks import check_policy, env_columns
+from gigpo_lab.checkpoint_reading import checkpoint_run_id
+from gigpo_lab.config_checks import validate_config
 from gigpo_lab.config_paths import conf_dir, register_schemas
 from gigpo_lab.console import (
     configure_output,
@@ -30,15 +33,9 @@ from gigpo_lab.console import (
 )
 from gigpo_lab.distributed import RANK_VARIABLES, is_launch_rank_zero
 from gigpo_lab.help import register_help_resolver
-from gigpo_lab.run_info import (
-    check_policy,
-    checkpoint_run_id,
-    env_columns,
-    output_dir,
-    run_name,
-    run_tags,
-    validate_config,
-)
+from gigpo_lab.output_folder import output_dir
+from gigpo_lab.run_names import run_name
+from gigpo_lab.run_tags import run_tags
 
 
 def train(cfg: DictConfig) -> dict[str, float]:

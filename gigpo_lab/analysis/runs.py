@@ -6,7 +6,7 @@ several sweeps are pooled only with ``--all-sweeps``. An experiment without any 
 of its single runs. The lab's conventions are read: a sweep's parent run carries the tag
 ``gigpo_lab.role = sweep-parent`` and ``sweep_id``; its jobs carry ``mlflow.parentRunId`` and ``sweep_id``
 (``tracking/sweep.py``); every run carries the flattened resolved config as params, and the tags
-``estimator``, ``step_advantage_weight`` (ω, gigpo-family), ``env``, ``model``, ``seed`` (``run_info.py``).
+``estimator``, ``step_advantage_weight`` (ω, gigpo-family), ``env``, ``model``, ``seed`` (``run_tags.py``).
 
 Reads: one paged ``search_runs`` (params, tags, final metric values), then ``get_metric_history`` of two
 keys per finished run: the compared metric and ``eval/env_steps_total`` (the curves' x axis).

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from row_batches import grads, minibatch, pad_rows
 
+from gigpo_lab.config_checks import validate_config
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.errors import ConfigError
 from gigpo_lab.policy import build_hf_policy, build_tiny_policy
-from gigpo_lab.run_info import validate_config
 from gigpo_lab.training.loss import PolicyLoss
 from gigpo_lab.training.microbatch import chunked_logprobs, microbatched_loss
 from gigpo_lab.training.shared_prefix import prefix_sorted_chunks, prefix_tree, shared_prefix_logprobs

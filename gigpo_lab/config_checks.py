@@ -1,0 +1,139 @@
+"""``validate_config``: the checks on the composed config alone, before anything is built or written.
+
+Each refusal is a ``ConfigError`` (``gigpo_lab.errors``) of one sentence that names the key, the value and
+the fix. Cheap to import (no torch), so it is testable without building a run.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from gigpo_lab.config_paths import hydra_choices
+from gigpo_lab.errors import ConfigError
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Reject values that would give a wrong or empty run, each with a one-sentence fix, before anything runs.
+
+    Raises ``ConfigError`` (a ``ValueError``) naming the key, the value and what is allowed: a required key
+    (``???``) left unset, a value out of range or of the wrong type, a model folder that does not exist (a
+    strategy the lab cannot run is refused by ``LightningRuntime``, by its class).
+    """
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        key = missing[0]
+        group = hydra_choices().get(key.split(".", 1)[0])
+        where = f" with {key.split('.', 1)[0]}={group}" if group else ""
+        raise ConfigError(f"{key} is required{where} and has no default; add {key}=<value> to the command")
+    checks = []
+    for key, minimum in (
+        ("trainer.iterations", 1),
+        ("trainer.ppo_epochs", 1),
+        ("trainer.checkpoint_every", 1),
+        ("trainer.eval_every", 0),
+        ("trainer.sample_every", 0),
+        ("rollout.groups", 1),
+        ("rollout.group_size", 1),
+        ("rollout.eval_episodes", 1),
+        ("env.max_turns", 1),
+    ):
+        value = OmegaConf.select(cfg, key)
+        checks.append((_is_int(value) and value >= minimum, f"{key}={value!r} must be an int >= {minimum}"))
+    seed = OmegaConf.select(cfg, "seed")
+    checks.append((_is_int(seed), f"seed={seed!r} must be an int"))
+    lr = OmegaConf.select(cfg, "trainer.optimizer.lr")
+    if lr is not None:
+        checks.append(
+            (
+                _is_number(lr) and 0 <= lr < math.inf,
+                f"trainer.optimizer.lr={lr!r} must be a number >= 0 (0 = frozen)",
+            )
+        )
+    clip = cfg.trainer.reward_clip  # a float or None (trainer schema)
+    checks.append(
+        (
+            clip is None or 0 < clip < math.inf,
+            f"trainer.reward_clip={clip!r} must be a number > 0 (the rewards are clipped to [-c, c]), or null for "
+            "the env's rewards unclipped",
+        )
+    )
+    rate = cfg.rollout.max_env_error_rate  # a float (rollout schema)
+    checks.append((0 <= rate <= 1, f"rollout.max_env_error_rate={rate!r} must lie in [0, 1]"))
+    omega = cfg.estimator.get("step_advantage_weight")
+    if omega is not None:
+        checks.append(
+            (
+                _is_number(omega) and 0 <= omega < math.inf,
+                f"estimator.step_advantage_weight={omega} must be a number >= 0",
+            )
+        )
+    gamma = cfg.estimator.get("gamma")
+    if gamma is not None:
+        checks.append(
+            (_is_number(gamma) and 0.0 <= gamma <= 1.0, f"estimator.gamma={gamma} must lie in [0, 1]")
+        )
+        checks.append(
+            (
+                not (cfg.estimator.get("bootstrap_truncated") and gamma == 1.0),
+                "estimator.gamma=1.0 with estimator.bootstrap_truncated=true: the tail mean / (1 - gamma) of an "
+                "episode cut by the time limit is infinite at gamma = 1; add estimator.bootstrap_truncated=false "
+                "(G_t stops at the cut, as in the paper) or set estimator.gamma below 1",
+            )
+        )
+    from gigpo_lab.policy.schema import (
+        TinyConfig,  # loaded by the compose already; torch stays out of imports
+    )
+
+    # null is the policy's choice (Policy.packed_update): the tiny policy packs, the HF ones do not
+    tiny = cfg.model.get("_target_") == TinyConfig._target_
+    shared = tiny if cfg.trainer.shared_prefix is None else cfg.trainer.shared_prefix
+    checks.append(
+        (
+            not (shared and cfg.model.get("gradient_checkpointing", False)),
+            "trainer.shared_prefix=true runs the update with tree attention, which activation checkpointing would "
+            "recompute without the tree; set model.gradient_checkpointing=false or trainer.shared_prefix=false",
+        )
+    )
+    tokens = cfg.trainer.shared_prefix_tokens  # an int or None (trainer schema)
+    checks.append(
+        (
+            tokens is None or tokens == 0 or (tokens > 0 and shared),
+            f"trainer.shared_prefix_tokens={tokens} bounds the packed chunks of trainer.shared_prefix=true; set "
+            "trainer.shared_prefix=true (and a positive budget), or trainer.shared_prefix_tokens=null",
+        )
+    )
+    # every estimator here normalises within a group: a group of one has no baseline
+    group_size = cfg.rollout.group_size  # an int (rollout schema)
+    checks.append(
+        (
+            group_size < 1 or group_size >= 2,
+            f"rollout.group_size={group_size}: group baselines need >= 2 trajectories per group; "
+            "set rollout.group_size=2 or more",
+        )
+    )
+    checks.append(_model_folder_check(cfg.model))
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
+
+
+def _model_folder_check(model: DictConfig) -> tuple[bool, str]:
+    """A ``model.path`` that names no file or folder is refused here (loading it would fail after seconds)."""
+    path = model.get("path")
+    if not isinstance(path, str) or Path(path).expanduser().exists():
+        return True, ""
+    return False, (
+        f"model.path={path}: no such folder; point it at a Hugging Face model folder (config.json, weights "
+        "and tokenizer files)"
+    )
