@@ -24,11 +24,11 @@ def report(ckpt: str, overrides: list[str], episodes: int = 16, sample_seed: int
     from gigpo_lab.analysis.loops import greedy_loops
     from gigpo_lab.config_paths import compose_config
     from gigpo_lab.rollout.episodes import run_episodes
-    from gigpo_lab.train import _build_module
+    from gigpo_lab.train import build
     from gigpo_lab.training.module import EVAL_SEED_BASE
 
     cfg = compose_config(overrides)
-    module = _build_module(cfg)
+    module = build(cfg)
     state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     module.load_state_dict(state)
     module.policy.eval()

@@ -65,7 +65,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
     quiet_lightning()
     runtime.apply_threads()
-    module = _build_module(cfg, loop)
+    module = build(cfg, loop)
     logger_cb, trainer = _build_trainer(runtime, loop, out, partial(_open_run, cfg, out, tracker))
     _check_tracking_rank(trainer, tracking=is_launch_rank_zero())
     L.seed_everything(cfg.seed, verbose=False)
@@ -179,9 +179,11 @@ def _check_tracking_rank(trainer, *, tracking: bool) -> None:
         )
 
 
-def _build_module(cfg: DictConfig, loop=None):
-    """Env factory, estimator (its columns checked before any rollout), loss, policy, engine, collector, and
-    the module that trains them with the ``loop`` settings (default: ``instantiate(cfg.trainer)``)."""
+def build(cfg: DictConfig, loop=None):
+    """The ``GiGPOModule`` that ``train`` fits, from ``cfg`` alone (no Trainer, no MLflow run): env factory,
+    estimator (its columns checked before any rollout), loss, policy, engine, collector, and the module that
+    trains them with the ``loop`` settings (default: ``instantiate(cfg.trainer)``). Scripts that drive the
+    parts by hand (``experiments/``) start here."""
     from hydra.utils import instantiate
 
     from gigpo_lab.advantages import check_requirements

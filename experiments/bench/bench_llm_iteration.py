@@ -156,7 +156,7 @@ def worker(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path
     from hydra.utils import instantiate
 
     from gigpo_lab.config_paths import compose_config
-    from gigpo_lab.train import _build_module
+    from gigpo_lab.train import build
     from gigpo_lab.training.data import shuffled_minibatches
     from gigpo_lab.training.module import iteration_seed
 
@@ -172,7 +172,7 @@ def worker(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path
     cfg = compose_config([*overrides, *BENCH_OVERRIDES, *path])
     torch.manual_seed(cfg.seed)
     instantiate(cfg.lightning).apply_threads()
-    module = _build_module(cfg)
+    module = build(cfg)
     times = {"load": time.perf_counter() - t_start}
 
     meter.enter("rollout")

@@ -64,7 +64,7 @@ def install() -> None:
     MARKS["imports_cpu"] = time.process_time() - START_CPU
     timed(train, "train", "train()")
     timed(train, "_open_run", "mlflow: open run (store, params)")
-    timed(train, "_build_module", "build envs, policy, engine")
+    timed(train, "build", "build envs, policy, engine")
     timed(train, "_build_trainer", "build Trainer")
     timed(Collector, "collect", "rollout: collect")
     timed(collector, "run_episodes", "rollout: run_episodes")

@@ -20,7 +20,7 @@ import torch
 from tiny_sizes import TINY
 
 from gigpo_lab.config_paths import compose_config
-from gigpo_lab.train import _build_module
+from gigpo_lab.train import build
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,7 +95,7 @@ def test_two_ranks_sync_gradients_and_split_rollouts(tiny_overrides, tmp_path):
             "trainer.eval_every=0",
         ]
     )
-    module = _build_module(cfg)
+    module = build(cfg)
     module.collector = RecordingCollector(module.collector)
     initial = {k: v.clone() for k, v in module.policy.state_dict().items()}
     trainer = two_rank_trainer(tmp_path, 2, DumpPerRank(tmp_path))
@@ -277,7 +277,7 @@ def test_sweep_jobs_take_one_thread_locally_and_their_cores_on_slurm(selection, 
 def test_row_sized_minibatches_are_refused_with_several_ranks(tiny_overrides, tmp_path):
     """Ranks collect different row counts: row-sized minibatches would give them different step counts."""
     cfg = compose_config([*tiny_overrides, "trainer.minibatch_size=4", "trainer.eval_every=0"])
-    module = _build_module(cfg)
+    module = build(cfg)
     trainer = two_rank_trainer(tmp_path, 1)
     with pytest.raises(Exception, match="trainer.minibatch_size=0"):
         trainer.fit(module)
@@ -287,7 +287,7 @@ def test_packed_chunks_are_refused_with_several_ranks(tiny_overrides, tmp_path):
     """Packed chunks are bounded by tokens, so ranks would run different numbers of backward passes: an explicit
     trainer.shared_prefix=true is refused (null, the default, turns packing off there)."""
     cfg = compose_config([*tiny_overrides, "trainer.minibatch_size=0", "trainer.shared_prefix=true"])
-    module = _build_module(cfg)
+    module = build(cfg)
     trainer = two_rank_trainer(tmp_path, 1)
     with pytest.raises(Exception, match="trainer.shared_prefix=false"):
         trainer.fit(module)
@@ -316,7 +316,7 @@ def test_under_ddp_spawn_only_rank_zero_writes_the_run(tiny_overrides, tmp_path)
     tracker = MlflowTracker(cfg.tracking.uri, "spawned")
     tracker.start()
     trainer = two_rank_trainer(tmp_path, 2, IterationLogger(tracker))
-    trainer.fit(_build_module(cfg))
+    trainer.fit(build(cfg))
     tracker.end()
     steps = MlflowClient(tracking_uri=cfg.tracking.uri).get_metric_history(
         tracker.run_id, "rollout/env_steps"
