@@ -202,7 +202,7 @@ def worker(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path
     meter.enter("score")
     t0, c0 = time.perf_counter(), time.process_time()
     with torch.no_grad():
-        module._score(batch)
+        module.score(batch)
     times["score"], cpu["score"] = time.perf_counter() - t0, time.process_time() - c0
     batch.advantages = module.estimator(batch).advantages.to(torch.float32)
 

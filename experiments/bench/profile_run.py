@@ -71,7 +71,7 @@ def install() -> None:
     timed(TorchEngine, "generate", "rollout: engine.generate")
     timed(TextActionWrapper, "step", "rollout: env.step")
     timed(TinyPolicy, "build_prompt", "rollout: build_prompt")
-    timed(GiGPOModule, "_score", "old/ref scoring")
+    timed(GiGPOModule, "score", "old/ref scoring")
     timed(GiGPOModule, "prepare_iteration", "prepare_iteration")
     timed(GiGPOModule, "evaluate", "eval")
     timed(GiGPOModule, "training_step", "update: forward + loss")

@@ -213,7 +213,7 @@ class GiGPOModule(L.LightningModule):
         first = shard * self.groups
         seeds = [self.seed * 10_000_000 + first + b for b in range(self.groups)]
         batch, rollout = self.collector.collect(seeds, gen)
-        rollout.update(self._score(batch))
+        rollout.update(self.score(batch))
         rollout.update(group_signal(batch.extras["returns"], batch.extras["traj_group"]))
         if self.loop.reward_clip is not None:  # what the estimators see; the metrics above are the env's
             c = self.loop.reward_clip
@@ -257,7 +257,7 @@ class GiGPOModule(L.LightningModule):
         """The Lightning strategy, or None outside a Trainer (a module driven by hand, as in some tests)."""
         return self.trainer.strategy if self._trainer is not None else None
 
-    def _score(self, batch: StepBatch) -> dict[str, float]:
+    def score(self, batch: StepBatch) -> dict[str, float]:
         """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``; return the
         sampling policy's entropy and the gap between the engine's sampling log-probs and the rescored ones.
 
