@@ -269,13 +269,15 @@ _reward = st.one_of(
 
 
 @st.composite
-def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4):
+def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4, rewards=None):
     """A shuffled list of ``Row``: random groups (singletons included), repeated anchors, invalid rows,
     and trajectories whose last row is cut by the time limit or not.
 
     Group, trajectory and anchor ids are distinct int64 values, small or arbitrary. About half of the groups get one
-    constant reward for all their rows, so constant groups are common.
+    constant reward for all their rows, so constant groups are common. ``rewards``: the strategy of one reward
+    (default: a few round values or any float in [-10, 10]).
     """
+    rewards = _reward if rewards is None else rewards
     n_groups = draw(st.integers(1, max_groups))
     n_trajs = draw(st.lists(st.integers(1, max_trajs), min_size=n_groups, max_size=n_groups))
     group_ids = draw(st.lists(_ids, min_size=n_groups, max_size=n_groups, unique=True))
@@ -283,7 +285,7 @@ def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4):
     palette = draw(st.lists(_ids, min_size=n_anchors, max_size=n_anchors, unique=True))  # anchor ids
     rows = []
     for g, n in zip(group_ids, n_trajs, strict=True):
-        constant = draw(st.one_of(st.none(), _reward))
+        constant = draw(st.one_of(st.none(), rewards))
         for _ in range(n):
             j = next(traj_ids)
             length, cut = draw(st.integers(1, max_steps)), draw(st.booleans())
@@ -293,7 +295,7 @@ def batches(draw, max_groups=4, max_trajs=4, max_steps=5, n_anchors=4):
                         group=g,
                         traj=j,
                         step=t,
-                        reward=constant if constant is not None else draw(_reward),
+                        reward=constant if constant is not None else draw(rewards),
                         anchor=draw(st.sampled_from(palette)),
                         invalid=draw(st.booleans()),
                         text=draw(st.sampled_from(TEXTS)),

@@ -30,9 +30,16 @@ def params_for(name: str, mode: str) -> dict:
     return {"mode": mode} if name in ("grpo", "gigpo") else {}
 
 
+#: Rewards on a grid of 1/8 in [-10, 10]. With any float, two returns can differ by less than float32 resolves
+#: (5.0 against 5.0000001), and mean_std_norm divides that difference by a std of the same size plus eps = 1e-6,
+#: so float32 cannot agree with float64 there; on the grid, distinct returns differ by far more than float32's
+#: rounding.
+_grid_reward = st.integers(-80, 80).map(lambda k: k / 8)
+
+
 @pytest.mark.parametrize("name", ["grpo", "rloo", "reinforce_pp", "gigpo", "gigpo_step_index"])
 @SETTINGS
-@given(rows=batches(), mode=_mode, dtype=st.sampled_from([torch.float32, torch.float64]))
+@given(rows=batches(rewards=_grid_reward), mode=_mode, dtype=st.sampled_from([torch.float32, torch.float64]))
 def test_finite_output_in_the_input_dtype(name, rows, mode, dtype):
     adv = compute_advantages(name, **columns(rows, dtype), **params_for(name, mode))
     assert adv.dtype == dtype and adv.shape == (len(rows),)
