@@ -98,3 +98,10 @@ def hydra_choices() -> dict[str, str]:
     if not HydraConfig.initialized():
         return {}
     return {k: str(v) for k, v in HydraConfig.get().runtime.choices.items() if v is not None}
+
+
+def in_multirun() -> bool:
+    """Whether this process is a job of a Hydra multirun (``-m``); False outside a Hydra job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.initialized() and str(HydraConfig.get().mode) == "RunMode.MULTIRUN"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from gigpo_lab.config_paths import hydra_choices
+from gigpo_lab.config_paths import hydra_choices, in_multirun
 from gigpo_lab.run_names import estimator_name
 from gigpo_lab.tracking.sweep import sweep_context
 
@@ -31,7 +31,7 @@ def run_tags(cfg: DictConfig) -> dict[str, str]:
     _, sweep_id = sweep_context()
     if sweep_id:
         tags["sweep_id"] = sweep_id
-    if HydraConfig.initialized() and str(HydraConfig.get().mode) == "RunMode.MULTIRUN":
+    if in_multirun():
         tags["sweep_job"] = str(HydraConfig.get().job.num)
     for group in ("experiments", "sweeps"):
         if choices.get(group):

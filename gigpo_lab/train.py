@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from gigpo_lab.build_checks import check_policy, env_columns
 from gigpo_lab.checkpoint_reading import checkpoint_run_id
 from gigpo_lab.config_checks import validate_config
-from gigpo_lab.config_paths import conf_dir, register_schemas
+from gigpo_lab.config_paths import conf_dir, in_multirun, register_schemas
 from gigpo_lab.console import (
     configure_output,
     print_header,
@@ -59,7 +59,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     out = output_dir(cfg)
     # on every rank: an unreachable store or a bad checkpoint stops each rank at once, before any rollout
     tracker = _checked_tracker(cfg)
-    if is_launch_rank_zero() and not _in_sweep():
+    if is_launch_rank_zero() and not in_multirun():
         print_header(cfg, tracker.uri, out, tracker.tags.get("model", "?"))
     import lightning as L
 
@@ -90,16 +90,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     metrics["time/wall_s"] = time.perf_counter() - start
     run.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
     run.end("KILLED" if trainer.interrupted else "FINISHED")
-    if not _in_sweep():
+    if not in_multirun():
         print_summary(metrics, run.tracker.uri, run.run_id, ckpt_dir)
     return metrics
-
-
-def _in_sweep() -> bool:
-    """Whether this is a job of a Hydra multirun (it prints one line when it ends, not a header and summary)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    return HydraConfig.initialized() and str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
 
 
 def _open_run(cfg: DictConfig, out: Path, tracker):
@@ -269,7 +262,7 @@ def _build_trainer(runtime, loop, out: Path, open_run):
         ),
         ExceptionCheckpoint(ckpt_dir),
     ]
-    if runtime.progress_bar and not _in_sweep():  # a sweep's parallel jobs would interleave their lines
+    if runtime.progress_bar and not in_multirun():  # a sweep's parallel jobs would interleave their lines
         callbacks.append(ProgressLine(logger_cb, loop.iterations))
     trainer = runtime.trainer(
         max_epochs=loop.iterations,
@@ -297,7 +290,7 @@ def _hydra_entry(cfg: DictConfig) -> float | None:
     try:
         metrics = train(cfg)
     except Exception as err:
-        if not _in_sweep():
+        if not in_multirun():
             _JOB_ERROR.append(err)  # ``main`` reports it (Hydra would print its own banner first)
             return None
         if not _OPENED_RUNS and is_launch_rank_zero():
@@ -306,7 +299,7 @@ def _hydra_entry(cfg: DictConfig) -> float | None:
             logging.getLogger("gigpo_lab.train").exception("job %s failed", HydraConfig.get().job.num)
         print_job_line(cfg, HydraConfig.get().job.num, None, err)
         return None
-    if _in_sweep() and is_launch_rank_zero():
+    if in_multirun() and is_launch_rank_zero():
         print_job_line(cfg, HydraConfig.get().job.num, metrics)
     return metrics.get("eval/success_rate")
 
