@@ -39,14 +39,13 @@ _register_resolver()
 
 #: Packages whose every module may declare ``SCHEMAS`` ({"<group>/<option>": dataclass}) next to its class:
 #: an estimator or env module brings its own schema (``gigpo_lab.discovery``).
-SCHEMA_PACKAGES = ("gigpo_lab.advantages", "gigpo_lab.envs")
+SCHEMA_PACKAGES = ("gigpo_lab.algorithm", "gigpo_lab.envs")
 #: Modules whose ``SCHEMAS`` type the options of the other config groups.
 SCHEMA_MODULES = (
     "gigpo_lab.policy.schema",
     "gigpo_lab.rollout.schema",
     "gigpo_lab.training.schema",
     "gigpo_lab.tracking.schema",
-    "gigpo_lab.exploration",
 )
 #: The ConfigStore group that holds the schemas: ``schema/<group>/<option>``, never listed as an option of
 #: ``<group>``. An option extends its schema with ``defaults: [/schema/<group>/<option>@_here_, _self_]``.

@@ -1,6 +1,6 @@
 """Find what a package's modules declare, so that adding an estimator or an env touches its own files only.
 
-``package_modules("gigpo_lab.advantages")`` imports every module of the package (its ``__path__``, so a
+``package_modules("gigpo_lab.algorithm")`` imports every module of the package (its ``__path__``, so a
 folder appended there counts too; sub-packages and ``_private`` modules are skipped). Importing an estimator
 module registers its class (``@register_estimator``); importing an env module registers its gymnasium id.
 ``declared_schemas`` collects the ``SCHEMAS`` dicts (``{"<group>/<option>": dataclass}``) the modules

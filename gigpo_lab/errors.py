@@ -1,6 +1,6 @@
 """The lab's own error types for a mistake the user makes, at the bottom layer so any module can raise them.
 
-``ConfigError`` is a config mistake the config alone shows; ``gigpo_lab.cli_errors.explain`` prints it in one
+``ConfigError`` is a config mistake the config alone shows; ``gigpo_lab.cli.errors.explain`` prints it in one
 line with exit status 2.
 """
 

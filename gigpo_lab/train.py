@@ -20,22 +20,22 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from gigpo_lab.build_checks import check_policy, env_columns
-from gigpo_lab.checkpoint_reading import checkpoint_run_id
-from gigpo_lab.config_checks import validate_config
-from gigpo_lab.config_paths import conf_dir, in_multirun, register_schemas
-from gigpo_lab.console import (
+from gigpo_lab.cli.console import (
     configure_output,
     print_header,
     print_job_line,
     print_summary,
     quiet_lightning,
 )
-from gigpo_lab.distributed import RANK_VARIABLES, is_launch_rank_zero
-from gigpo_lab.help import register_help_resolver
-from gigpo_lab.output_folder import output_dir
-from gigpo_lab.run_names import run_name
-from gigpo_lab.run_tags import run_tags
+from gigpo_lab.cli.help import register_help_resolver
+from gigpo_lab.config_paths import conf_dir, in_multirun, register_schemas
+from gigpo_lab.training.build_checks import check_policy, env_columns
+from gigpo_lab.training.checkpoint_reading import checkpoint_run_id
+from gigpo_lab.training.config_checks import validate_config
+from gigpo_lab.training.distributed import RANK_VARIABLES, is_launch_rank_zero
+from gigpo_lab.training.output_folder import output_dir
+from gigpo_lab.training.run_names import run_name
+from gigpo_lab.training.run_tags import run_tags
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
@@ -48,7 +48,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     mid-run, an interrupt) ends that run with status FAILED and an ``error`` tag, and re-raises; checkpoints
     written so far are kept. Once the run has started, an unreachable store no longer stops training: writes
     are buffered (``BufferedRun``). In a multi-process job only global rank 0 opens and writes the MLflow run
-    (``gigpo_lab.distributed``); the other ranks return their own final metrics.
+    (``gigpo_lab.training.distributed``); the other ranks return their own final metrics.
     """
     from hydra.utils import instantiate
 
@@ -179,7 +179,7 @@ def build(cfg: DictConfig, loop=None):
     parts by hand (``experiments/``) start here."""
     from hydra.utils import instantiate
 
-    from gigpo_lab.advantages import check_requirements
+    from gigpo_lab.algorithm import check_requirements
     from gigpo_lab.rollout.collector import Collector
     from gigpo_lab.training.module import GiGPOModule
 
@@ -239,7 +239,7 @@ def _build_trainer(runtime, loop, out: Path, open_run):
     ``loop.checkpoint_every`` iterations, the progress line."""
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    from gigpo_lab.progress import ProgressLine
+    from gigpo_lab.cli.progress import ProgressLine
     from gigpo_lab.tracking.callback import IterationLogger
     from gigpo_lab.training.checkpointing import AtomicCheckpointIO, ExceptionCheckpoint
 
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     other failure prints one line and exits 1 (``verbose=true`` or ``HYDRA_FULL_ERROR=1``: the traceback).
     A sweep whose launcher dies ends its MLflow parent run FAILED with the reason.
     """
-    from gigpo_lab.cli_errors import explain
+    from gigpo_lab.cli.errors import explain
     from gigpo_lab.tracking.sweep import FAILED_SWEEPS, TERMINATED, fail_open_sweeps
 
     args = sys.argv[1:] if argv is None else list(argv)

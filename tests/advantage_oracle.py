@@ -2,7 +2,7 @@
 
 The oracle is written from ALGORITHMS.md with plain floats, dicts and per-trajectory loops, in the style
 of verl-agent's reference code (``gigpo/core_gigpo.py``: ``id2score`` dicts, a backwards loop per
-trajectory for the discounted return). It shares no code with ``gigpo_lab.advantages``: a bug there
+trajectory for the discounted return). It shares no code with ``gigpo_lab.algorithm``: a bug there
 cannot hide behind the same bug here.
 
 Conventions fixed by the contract and mirrored here (not derived from the vectorised code):
@@ -209,7 +209,7 @@ def gigpo_step_index(rows, step_advantage_weight=1.0, scale_by_std=False, epsilo
 
 
 def intrinsic_stream(rows, gamma=0.95, epsilon=1e-6):
-    """The exploration stream of ``exploration.own_advantage`` (gigpo_lab/exploration.py), from its text: each
+    """The exploration stream of ``exploration.own_advantage`` (gigpo_lab/algorithm/exploration.py), from its text: each
     row's reward stands for its bonus b; B_t = b_t + gamma * B_{t+1} backwards over the trajectory; then
     (B - mean) / (std + eps) over every row of the batch, unbiased std, a batch of one row giving 0. No group,
     anchor or invalid flag enters it."""

@@ -15,7 +15,7 @@ The loop reference follows verl-agent's ``gigpo/core_gigpo.py`` semantics the wa
 dicts keyed by group id and by (group, anchor), a backwards return loop per trajectory. It runs on two
 inputs: ``loop py`` reads Python lists (about the fastest a Python loop gets) and ``loop ref`` indexes
 the arrays element by element, numpy ids and torch values, as the reference code does. It is independent
-of both ``gigpo_lab.advantages`` and the test oracle; its result is checked against the vectorised
+of both ``gigpo_lab.algorithm`` and the test oracle; its result is checked against the vectorised
 ``gigpo`` (column ``max |diff|``). Above ``--loop-max-rows`` (``--ref-max-rows``) a loop is estimated from
 its time per row at the largest size it ran, marked ``~``. Times: best of ``--repeats`` runs, in ms.
 """
@@ -29,7 +29,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-from gigpo_lab.advantages import available_estimators, compute_advantages
+from gigpo_lab.algorithm import available_estimators, compute_advantages
 
 GROUP_SIZE, MAX_STEPS, GRID = 8, 50, 5
 

@@ -111,7 +111,7 @@ def saved_tensor_bytes(exclude: set[int]):
 def padded_cells(batch, size: int) -> int:
     """Token cells (rows x columns) one scoring pass over ``batch`` computes: every row padded to the batch's
     width (size <= 0, the old path), or the distinct rows in chunks of ``size``, each trimmed."""
-    from gigpo_lab.training.microbatch import distinct_rows, length_sorted_chunks, trim_padding
+    from gigpo_lab.packing.microbatch import distinct_rows, length_sorted_chunks, trim_padding
 
     cols = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
     if size <= 0:

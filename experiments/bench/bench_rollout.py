@@ -51,10 +51,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 from hf_tiny import build_tiny_hf_model  # noqa: E402
 
 from gigpo_lab.envs import make_env  # noqa: E402
+from gigpo_lab.packing.padding import left_pad  # noqa: E402
 from gigpo_lab.policy import build_hf_policy, build_tiny_policy  # noqa: E402
 from gigpo_lab.rollout import GenerationOutput, SamplingParams, TorchEngine  # noqa: E402
 from gigpo_lab.rollout.collector import Collector  # noqa: E402
-from gigpo_lab.rollout.episodes import left_pad  # noqa: E402
 
 
 class HFGenerateEngine:

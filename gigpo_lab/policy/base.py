@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-import torch.nn.functional as F
+
+from gigpo_lab.packing.logprobs import response_logprobs
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -89,7 +90,7 @@ class Policy(torch.nn.Module):
 
         Args:
             input_ids: (T,) int64; positions: (T,) int64, each token's position in its own row.
-            layout: the tree's ``gigpo_lab.policy.tree_attention.TreeLayout``: which earlier tokens each token
+            layout: the tree's ``gigpo_lab.packing.tree_attention.TreeLayout``: which earlier tokens each token
                 attends to (its node's root path).
             keep: (K,) int64, the columns whose logits are returned.
             past: per layer the keys and values (1, H_kv, L, D) of a prefix every token sees (``prefix_kv``);
@@ -179,80 +180,3 @@ class Policy(torch.nn.Module):
             input_ids, attention_mask, None, logits_to_keep=response_len + 1, use_cache=False
         )
         return response_logprobs(logits[:, :-1], response_ids, response_mask, temperature)
-
-
-def response_logprobs(
-    logits: torch.Tensor, response_ids: torch.Tensor, response_mask: torch.Tensor, temperature: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probs and entropies of the response tokens from the logits that predict them.
-
-    Args:
-        logits: (N, R, V), row j predicting ``response_ids[:, j]``.
-        response_ids: (N, R) int64; response_mask: (N, R) bool.
-    Returns:
-        logp (N, R) and entropy (N, R) float, 0 where masked (as ``Policy.logprobs``).
-    """
-    logits = logits.float() / temperature
-    log_norm = logits.logsumexp(-1)
-    logp = logits.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1) - log_norm
-    # H = log Z - E_p[logit], finite even where some probabilities underflow to 0.
-    entropy = log_norm - (F.softmax(logits, dim=-1) * logits).sum(-1)
-    zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
-    return torch.where(response_mask, logp, zero), torch.where(response_mask, entropy, zero)
-
-
-#: The fewest rows a deduplicated scoring batch keeps. BLAS picks its kernels by matrix shape, and very small
-#: row counts take other kernels than large ones (MKL: fewer than 4 rows), which round differently; with at
-#: least 8 rows (so >= 8 rows in every matmul) a row's numbers do not depend on the batch it is scored in.
-MIN_SCORED_ROWS = 8
-
-
-def distinct_rows(*columns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The distinct rows of ``columns`` (each (N, ...), read side by side as one row).
-
-    Returns:
-        first (U,) int64: the index of the first row of each distinct row, in the order of ``torch.unique``;
-        inverse (N,) int64: for each row, its distinct row (``rows == rows[first][inverse]``).
-    """
-    key = torch.cat([(c.flatten(1) if c.dim() > 1 else c[:, None]).long() for c in columns], dim=1)
-    unique, inverse = torch.unique(key, dim=0, return_inverse=True)
-    n = key.shape[0]
-    first = torch.full((len(unique),), n, dtype=torch.long, device=key.device)
-    first = first.scatter_reduce_(0, inverse, torch.arange(n, device=key.device), reduce="amin")
-    return first, inverse
-
-
-def score_unique_rows(
-    model: Any,
-    prompt_ids: torch.Tensor,
-    prompt_mask: torch.Tensor,
-    response_ids: torch.Tensor,
-    response_mask: torch.Tensor,
-    temperature: float = 1.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``model.logprobs(...)`` (N, R) each, computed once per distinct row (no grad; for old/reference scoring).
-
-    A collection batch repeats rows: the G envs of a group often see the same state and answer the same
-    word (FrozenLake 4x4 has 16 states). On the CPU a row's log-probs do not depend on the other rows of its
-    batch (the row-wise ops are independent and each matmul output sums over the same features in the same
-    order), so scoring the U distinct rows (at least ``MIN_SCORED_ROWS``) and indexing back gives the very
-    bits of the full batch at U / N of the cost. On other devices (cuBLAS picks kernels, split-K among them,
-    by shape) the full batch is scored as is.
-
-    Args:
-        model: anything with the ``Policy.logprobs`` signature (the policy or its frozen reference).
-        prompt_ids / prompt_mask: (N, P) left-padded. response_ids / response_mask: (N, R) right-padded.
-    Returns:
-        logp (N, R) float, 0 where masked; entropy (N, R) float, 0 where masked.
-    """
-    n = prompt_ids.shape[0]
-    columns = (prompt_ids, prompt_mask, response_ids, response_mask)
-    if prompt_ids.device.type != "cpu" or n <= MIN_SCORED_ROWS:
-        return model.logprobs(*columns, temperature=temperature)
-    first, inverse = distinct_rows(*columns)
-    if len(first) * 2 > n:  # few repeats: not worth the gather
-        return model.logprobs(*columns, temperature=temperature)
-    pad = max(0, MIN_SCORED_ROWS - len(first))
-    rows = torch.cat([first, first[:1].expand(pad)])  # padded with copies of one row: >= MIN_SCORED_ROWS
-    logp, entropy = model.logprobs(*(c[rows] for c in columns), temperature=temperature)
-    return logp[inverse], entropy[inverse]

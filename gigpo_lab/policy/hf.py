@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from gigpo_lab.packing.tree_attention import TreeLayout, tree_attention
 from gigpo_lab.policy.base import Policy, position_ids_from_mask
 from gigpo_lab.policy.lora import (
     AdapterFreeReference,
@@ -38,7 +39,6 @@ from gigpo_lab.policy.lora import (
     merged_adapters,
     merged_state_dict,
 )
-from gigpo_lab.policy.tree_attention import TreeLayout, tree_attention
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent in a text game. Each turn you read an observation of the game. "

@@ -205,7 +205,7 @@ class AdapterFreeReference:
 
     @torch.no_grad()
     def forward_packed(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        """``Policy.forward_packed`` of the base model (for ``gigpo_lab.training.shared_prefix``)."""
+        """``Policy.forward_packed`` of the base model (for ``gigpo_lab.packing.shared_prefix``)."""
         with self.policy.adapters_disabled():
             return self.policy.forward_packed(*args, **kwargs)
 

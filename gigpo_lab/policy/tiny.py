@@ -22,9 +22,9 @@ from collections.abc import Sequence
 
 import torch
 
+from gigpo_lab.packing.tree_attention import TreeLayout
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.policy.tiny_gpt import KVCache, TinyGPT
-from gigpo_lab.policy.tree_attention import TreeLayout
 from gigpo_lab.policy.word_tokenizer import WordTokenizer
 
 PROMPT_SOURCES = ("anchor", "observation")

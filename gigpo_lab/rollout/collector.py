@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 import gymnasium as gym
 import torch
 
+from gigpo_lab.algorithm.diagnostics import revisit_rate
 from gigpo_lab.batch import StepBatch
-from gigpo_lab.diagnostics import revisit_rate
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.rollout.episodes import EnvError, Turn, run_episodes, stack_turns
 

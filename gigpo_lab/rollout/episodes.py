@@ -16,26 +16,16 @@ import math
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 import gymnasium as gym
 import torch
 import torch.nn.functional as F
 
+from gigpo_lab.packing.padding import left_pad
 from gigpo_lab.policy.base import Policy
 
 #: A guard against envs that never end (make_env's ``max_turns`` normally ends every episode far sooner).
 MAX_EPISODE_STEPS = 10_000
-
-
-def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token lists -> (ids (n, P) int64 left-padded with ``pad_id``, mask (n, P) bool), P = the longest."""
-    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
-    width = int(lengths.max()) if len(sequences) else 0
-    mask = torch.arange(width) >= (width - lengths)[:, None]
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    ids[mask] = torch.tensor(list(chain.from_iterable(sequences)), dtype=torch.long)
-    return ids, mask
 
 
 @dataclass

@@ -16,9 +16,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gigpo_lab.packing.prefill import shared_prefill, tree_prefill
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.rollout.engine import GenerationOutput, SamplingParams
-from gigpo_lab.rollout.prefill import shared_prefill, tree_prefill
 
 
 def plain_prefill(

@@ -83,7 +83,7 @@ class MlflowSweepCallback(Callback):
             self.tracker.log_params({f"sweep.{k.lstrip('+~')}": v for k, v in params.items()})
         os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = run_id, sweep_id
         log.info("MLflow sweep parent run %s (sweep id %s)", run_id, sweep_id)
-        from gigpo_lab.console import print_sweep_header
+        from gigpo_lab.cli.console import print_sweep_header
 
         print_sweep_header(sweep_id, overrides, self.tracker.uri, str(config.hydra.sweep.dir))
 
@@ -102,7 +102,7 @@ class MlflowSweepCallback(Callback):
         self.tracker.set_tags({"jobs": len(statuses), "jobs_failed": failed})
         self.tracker.end("FAILED" if failed else "FINISHED")
         OPEN_PARENTS.remove(self.tracker)  # only now: a SIGTERM before this line still finds it open
-        from gigpo_lab.console import print_sweep_summary
+        from gigpo_lab.cli.console import print_sweep_summary
 
         print_sweep_summary(sweep_id, len(statuses), failed, self.tracker.uri)
         if failed:

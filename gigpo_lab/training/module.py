@@ -19,15 +19,14 @@ from collections import defaultdict
 import lightning as L
 import torch
 
+from gigpo_lab.algorithm.diagnostics import CollapseCounter, group_signal, logprob_gap, token_entropy
+from gigpo_lab.algorithm.exploration import NoBonus
+from gigpo_lab.algorithm.loss import PolicyLoss
 from gigpo_lab.batch import StepBatch
-from gigpo_lab.diagnostics import CollapseCounter, group_signal, logprob_gap, token_entropy
-from gigpo_lab.distributed import across_ranks
-from gigpo_lab.exploration import NoBonus
-from gigpo_lab.policy.base import score_unique_rows
+from gigpo_lab.packing.distinct_rows import distinct_rows_logprobs, score_unique_rows
+from gigpo_lab.packing.microbatch import chunked_logprobs, microbatched_loss
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
-from gigpo_lab.training.distinct_rows import distinct_rows_logprobs
-from gigpo_lab.training.loss import PolicyLoss
-from gigpo_lab.training.microbatch import chunked_logprobs, microbatched_loss
+from gigpo_lab.training.distributed import across_ranks
 from gigpo_lab.training.schema import TrainerConfig
 
 #: Seeds of held-out evaluation episodes start here; training seeds stay below it.
@@ -79,7 +78,7 @@ class GiGPOModule(L.LightningModule):
         eval_episodes / eval_greedy: held-out episodes per evaluation, and greedy or sampled actions.
         logprob_temperature: the rollout's sampling temperature; old, reference and current log-probs are all
             taken at it, so the PPO ratio compares the distributions the tokens were sampled from (verl's choice).
-        exploration: an exploration bonus (``gigpo_lab.exploration``: called on each collected batch, it may add
+        exploration: an exploration bonus (``gigpo_lab.algorithm.exploration``: called on each collected batch, it may add
             to ``batch.rewards`` before the estimator; its ``state()`` is checkpointed); None = ``NoBonus``.
     """
 
@@ -297,7 +296,7 @@ class GiGPOModule(L.LightningModule):
 
     @property
     def _chunked(self) -> bool:
-        """Whether scoring and updates go through the chunked path (``gigpo_lab.training.microbatch``):
+        """Whether scoring and updates go through the chunked path (``gigpo_lab.packing.microbatch``):
         micro-batches, or packed trees of shared prompt runs, or both."""
         return self.loop.micro_batch_size > 0 or self.shared_prefix
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from gigpo_lab.algorithm.loss import AGGREGATIONS, KL_ESTIMATORS
 from gigpo_lab.choices import choice_enum
-from gigpo_lab.training.loss import AGGREGATIONS, KL_ESTIMATORS
 
 Aggregation = choice_enum("Aggregation", AGGREGATIONS, __name__)
 KLEstimator = choice_enum("KLEstimator", KL_ESTIMATORS, __name__)
@@ -32,10 +32,10 @@ Precision = choice_enum(
 
 @dataclass
 class LossConfig:
-    """The policy loss (``gigpo_lab.training.loss.PolicyLoss``): PPO clipped surrogate + KL to the reference
+    """The policy loss (``gigpo_lab.algorithm.loss.PolicyLoss``): PPO clipped surrogate + KL to the reference
     + entropy bonus."""
 
-    _target_: str = "gigpo_lab.training.loss.PolicyLoss"
+    _target_: str = "gigpo_lab.algorithm.loss.PolicyLoss"
     #: epsilon_low: the ratio is clipped at 1 - clip_low (PPO's 0.2).
     clip_low: float = 0.2
     #: epsilon_high: the ratio is clipped at 1 + clip_high (DAPO uses 0.28).
@@ -83,7 +83,7 @@ class TrainerConfig:
     micro_batch_size: int = 0
     #: Run every prompt run that rows share once, in the scoring and the update: the distinct rows (cut into
     #: micro-batches when micro_batch_size > 0) are sorted by prompt and packed as a radix tree into one sequence
-    #: per chunk, and the minibatch's common opening runs once (gigpo_lab/training/shared_prefix.py). The same
+    #: per chunk, and the minibatch's common opening runs once (gigpo_lab/packing/shared_prefix.py). The same
     #: log-probs and gradients up to float rounding, for less compute when prompts share long runs (an LLM's
     #: system prompt and history, the tiny policy's state before its action history). null = the policy's
     #: choice: on for the tiny policy (one dense attention per chunk; about half the update's time,

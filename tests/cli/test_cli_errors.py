@@ -132,7 +132,7 @@ def test_a_config_file_that_sets_a_moved_key_names_the_new_spelling():
     last part; the message names the old and the new spelling."""
     from hydra.errors import ConfigCompositionException
 
-    from gigpo_lab.cli_errors import explain
+    from gigpo_lab.cli.errors import explain
 
     err = ConfigCompositionException(
         "In 'experiments/old': ConfigKeyError raised while composing config:\nKey 'num_threads' not in "

@@ -31,7 +31,7 @@ def test_every_option_composes_and_instantiates(group, option, tmp_path):
         obj = instantiate(node)
         assert obj is not None
     if group == "estimator":
-        from gigpo_lab.advantages import build_estimator
+        from gigpo_lab.algorithm import build_estimator
 
         est = instantiate(node)
         assert type(est) is type(build_estimator(est.name))

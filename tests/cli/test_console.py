@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gigpo_lab.progress import MAX_WIDTH, render
+from gigpo_lab.cli.progress import MAX_WIDTH, render
 from tests.conftest import TINY
 
 REPO = Path(__file__).resolve().parents[2]

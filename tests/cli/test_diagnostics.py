@@ -1,4 +1,4 @@
-"""The failure diagnostics (gigpo_lab/diagnostics.py) against plain-Python oracles, and in a real run."""
+"""The failure diagnostics (gigpo_lab/algorithm/diagnostics.py) against plain-Python oracles, and in a real run."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlflow.tracking import MlflowClient
 
+from gigpo_lab.algorithm.diagnostics import CollapseCounter, group_signal, logprob_gap, revisit_rate
 from gigpo_lab.config_paths import compose_config
-from gigpo_lab.diagnostics import CollapseCounter, group_signal, logprob_gap, revisit_rate
 from gigpo_lab.train import train
 
 returns_and_groups = st.lists(

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from gigpo_lab.distributed import across_ranks
+from gigpo_lab.training.distributed import across_ranks
 
 RANK_METRICS = [
     # rank 0: every episode failed in the env, so its episode means are NaN and carry no weight

@@ -38,7 +38,7 @@ def test_step_weight_sweep_is_the_papers_grid():
 
 
 def test_estimator_sweep_covers_every_registered_estimator():
-    from gigpo_lab.advantages import available_estimators
+    from gigpo_lab.algorithm import available_estimators
 
     cfg = compose_config(["sweeps=estimators"], return_hydra_config=True)
     assert sorted(cfg.hydra.sweeper.params["estimator"].split(",")) == sorted(available_estimators())

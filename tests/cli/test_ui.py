@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from gigpo_lab.ui import is_loopback
+from gigpo_lab.cli.ui import is_loopback
 from tests.analysis.test_compare import BIN, _env, shared_sweep
 
 START_TIMEOUT_S = 90  # `mlflow ui --workers 1` needs about 16 s on an idle 2-core machine

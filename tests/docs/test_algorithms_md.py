@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from gigpo_lab.advantages import available_estimators, compute_advantages
+from gigpo_lab.algorithm import available_estimators, compute_advantages
 from gigpo_lab.config_paths import config_root
 
 DOC = config_root() / "docs" / "ALGORITHMS.md"
@@ -114,7 +114,7 @@ def test_papers_are_cited():
 
 
 def test_every_estimator_option_is_explained():
-    from gigpo_lab.advantages import estimator_params
+    from gigpo_lab.algorithm import estimator_params
 
     options = {p for name in available_estimators() for p in estimator_params(name)}
     table = TEXT.split("## 11. The options at a glance", 1)[1].split("\n## ", 1)[0]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from gigpo_lab.advantages import compute_advantages
+from gigpo_lab.algorithm import compute_advantages
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

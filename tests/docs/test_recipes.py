@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 import torch
 
-from gigpo_lab.advantages import compute_advantages, registry
+from gigpo_lab.algorithm import compute_advantages, registry
 from gigpo_lab.config_paths import config_root
 from gigpo_lab.envs import make_env
 from tests import doc_blocks

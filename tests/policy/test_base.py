@@ -7,9 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gigpo_lab.packing.distinct_rows import MIN_SCORED_ROWS, score_unique_rows
+from gigpo_lab.packing.padding import left_pad
 from gigpo_lab.policy import build_tiny_policy
-from gigpo_lab.policy.base import MIN_SCORED_ROWS, score_unique_rows
-from gigpo_lab.rollout.episodes import left_pad
 
 VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down", "\n"]
 

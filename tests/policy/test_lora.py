@@ -9,11 +9,11 @@ import pytest
 import torch
 from hf_tiny import build_tiny_hf_model
 
+from gigpo_lab.algorithm.loss import PolicyLoss
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.policy import build_hf_policy
 from gigpo_lab.policy.lora import AdapterFreeReference, LoraSettings
 from gigpo_lab.train import train
-from gigpo_lab.training.loss import PolicyLoss
 from gigpo_lab.training.module import GiGPOModule
 from gigpo_lab.training.schema import TrainerConfig
 

@@ -107,8 +107,8 @@ def test_converted_model_equals_the_gguf_model(smollm_dir):
 @pytest.mark.slow
 @needs_wheel
 def test_smollm2_policy_chats_and_generates(smollm_dir):
+    from gigpo_lab.packing.padding import left_pad
     from gigpo_lab.rollout import SamplingParams, TorchEngine
-    from gigpo_lab.rollout.episodes import left_pad
 
     policy = smollm2.build_smollm2_policy(cache_dir=str(smollm_dir), response_prefix="<action>")
     assert policy.model.config.vocab_size == 49152 and policy.use_chat_template

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gigpo_lab.policy.prefix_tree import packed_tree, prefix_tree
-from gigpo_lab.policy.tree_attention import node_attention
+from gigpo_lab.packing.prefix_tree import packed_tree, prefix_tree
+from gigpo_lab.packing.tree_attention import node_attention
 
 
 def reference_mask(nodes, spans, prefix: int) -> torch.Tensor:

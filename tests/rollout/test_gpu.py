@@ -12,10 +12,10 @@ import torch
 from hf_tiny import build_tiny_hf_model
 
 from gigpo_lab.envs import make_env
+from gigpo_lab.packing.padding import left_pad
 from gigpo_lab.policy import build_hf_policy, build_tiny_policy
 from gigpo_lab.rollout import SamplingParams, TorchEngine
 from gigpo_lab.rollout.collector import Collector
-from gigpo_lab.rollout.episodes import left_pad
 
 pytestmark = [
     pytest.mark.gpu,

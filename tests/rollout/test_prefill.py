@@ -8,9 +8,9 @@ from hf_tiny import build_tiny_hf_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gigpo_lab.packing.padding import left_pad
+from gigpo_lab.packing.prefill import common_prefix_length, shared_prefill, tree_prefill
 from gigpo_lab.policy import build_hf_policy, build_tiny_policy
-from gigpo_lab.rollout.episodes import left_pad
-from gigpo_lab.rollout.prefill import common_prefix_length, shared_prefill, tree_prefill
 
 POLICY = build_tiny_policy([str(i) for i in range(30)], d_model=32, max_seq_len=64, seed=2)
 

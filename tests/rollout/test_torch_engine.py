@@ -6,9 +6,9 @@ import pytest
 import torch
 from hf_tiny import build_tiny_hf_model
 
+from gigpo_lab.packing.padding import left_pad
 from gigpo_lab.policy import build_hf_policy, build_tiny_policy
 from gigpo_lab.rollout import Engine, SamplingParams, TorchEngine, build_torch_engine
-from gigpo_lab.rollout.episodes import left_pad
 from gigpo_lab.rollout.torch_engine import sample_tokens
 
 VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down", "\n", "You", "are", "on", "a", "lake"]

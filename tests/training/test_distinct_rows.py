@@ -6,10 +6,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gigpo_lab.algorithm.loss import PolicyLoss
+from gigpo_lab.packing.distinct_rows import distinct_rows_logprobs
+from gigpo_lab.packing.padding import left_pad
 from gigpo_lab.policy import build_tiny_policy
-from gigpo_lab.rollout.episodes import left_pad
-from gigpo_lab.training.distinct_rows import distinct_rows_logprobs
-from gigpo_lab.training.loss import PolicyLoss
 
 VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down", "\n"]
 POLICY = build_tiny_policy(VOCAB, d_model=32, n_layers=2, n_heads=4, max_seq_len=64, seed=0)

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from real_runs import assert_same_metrics, history, policy_state, run_cfg
 from tiny_sizes import MOVES_AT_ONCE
 
+from gigpo_lab.algorithm.exploration import CountBonus, NoBonus, first_visits, intrinsic_advantages
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.envs import make_env
-from gigpo_lab.exploration import CountBonus, NoBonus, first_visits, intrinsic_advantages
 from gigpo_lab.policy import build_tiny_policy
 from gigpo_lab.rollout import build_torch_engine
 from gigpo_lab.rollout.collector import Collector
@@ -280,7 +280,7 @@ def test_the_collector_reports_the_anchor_after_every_step():
 
 
 def test_on_by_default_and_beta_zero_trains_exactly_like_no_bonus(tiny_overrides, tmp_path):
-    assert compose_config([]).exploration._target_ == "gigpo_lab.exploration.CountBonus"
+    assert compose_config([]).exploration._target_ == "gigpo_lab.algorithm.exploration.CountBonus"
     off = train(run_cfg(tiny_overrides, tmp_path, "off", "exploration=none"))
     zero = train(run_cfg(tiny_overrides, tmp_path, "zero", "exploration=count", "exploration.beta=0"))
     assert "rollout/novelty_bonus" not in off and zero["rollout/novelty_bonus"] == 0.0

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from real_runs import history, run_cfg
 from tiny_sizes import MOVES_AT_ONCE
 
-from gigpo_lab.advantages import available_estimators
+from gigpo_lab.algorithm import available_estimators
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.train import train

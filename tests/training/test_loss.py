@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gigpo_lab.training.loss import AGGREGATIONS, KL_ESTIMATORS, PolicyLoss, aggregate, kl_per_token
+from gigpo_lab.algorithm.loss import AGGREGATIONS, KL_ESTIMATORS, PolicyLoss, aggregate, kl_per_token
 
 L = math.log
 # Two rows; row 1 has one real token. Ratios: 1.25 (A=+1, clip active), 1.0 (A=+1), 1.5 (A=-2, clip inactive).

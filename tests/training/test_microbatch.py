@@ -1,4 +1,4 @@
-"""Micro-batched scoring and updates (gigpo_lab/training/microbatch.py) compute what one whole-minibatch pass
+"""Micro-batched scoring and updates (gigpo_lab/packing/microbatch.py) compute what one whole-minibatch pass
 computes, on a tiny HF model in float32: log-probs, losses, metrics and gradients within 1e-5; a real Lightning
 run ends with the same weights; and the chunked paths hold less memory at their peak."""
 
@@ -15,16 +15,16 @@ from hypothesis import strategies as st
 from row_batches import grads, minibatch, pad_rows
 from torch.profiler import ProfilerActivity, profile
 
+from gigpo_lab.algorithm.loss import AGGREGATIONS, PolicyLoss
 from gigpo_lab.batch import StepBatch
-from gigpo_lab.policy import build_hf_policy
-from gigpo_lab.training.loss import AGGREGATIONS, PolicyLoss
-from gigpo_lab.training.microbatch import (
+from gigpo_lab.packing.microbatch import (
     chunked_logprobs,
     distinct_rows,
     length_sorted_chunks,
     microbatched_loss,
     trim_padding,
 )
+from gigpo_lab.policy import build_hf_policy
 
 TOL = {"rtol": 0.0, "atol": 1e-5}
 N_ROWS = 7
@@ -147,7 +147,7 @@ def test_micro_batched_loss_and_gradients_equal_the_whole_minibatch(model_dir, a
 def test_micro_batching_in_a_lightning_run_ends_with_the_same_weights(model_dir):
     """One iteration (rollout, scoring, 2 x 2 minibatches, clipping, SGD) through a real Trainer, with and without
     micro-batches: the same rows, the same logged losses and the same weights after it."""
-    from gigpo_lab.advantages import GiGPO
+    from gigpo_lab.algorithm import GiGPO
     from gigpo_lab.envs import make_env
     from gigpo_lab.rollout import build_torch_engine
     from gigpo_lab.rollout.collector import Collector
@@ -247,7 +247,7 @@ def test_chunked_scoring_and_micro_batches_hold_less_memory_at_their_peak(model_
 def test_the_torch_engines_sampling_logprobs_are_the_rescored_old_logprobs(model_dir):
     """What ``trainer.reuse_rollout_logprobs`` keeps: the torch engine's log-probs of the sampled tokens equal
     a scoring pass over the collected rows (at the sampling temperature); a nucleus engine is refused."""
-    from gigpo_lab.advantages import GiGPO
+    from gigpo_lab.algorithm import GiGPO
     from gigpo_lab.envs import make_env
     from gigpo_lab.rollout import build_torch_engine
     from gigpo_lab.rollout.collector import Collector

@@ -1,4 +1,4 @@
-"""The update's forward with the prompts' common prefix run once (gigpo_lab/training/shared_prefix.py) computes
+"""The update's forward with the prompts' common prefix run once (gigpo_lab/packing/shared_prefix.py) computes
 what ``Policy.logprobs`` on the full rows computes: log-probs, entropies and gradients within 1e-5 in float32,
 on a tiny HF model (with and without LoRA, and as the adapter-free KL reference) and on the tiny GPT policy
 (its dense packed forward, with and without a precomputed opening); the micro-batched loss with it equals the
@@ -13,13 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from row_batches import grads, minibatch, pad_rows
 
-from gigpo_lab.config_checks import validate_config
+from gigpo_lab.algorithm.loss import PolicyLoss
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.errors import ConfigError
+from gigpo_lab.packing.microbatch import chunked_logprobs, microbatched_loss
+from gigpo_lab.packing.shared_prefix import prefix_sorted_chunks, prefix_tree, shared_prefix_logprobs
 from gigpo_lab.policy import build_hf_policy, build_tiny_policy
-from gigpo_lab.training.loss import PolicyLoss
-from gigpo_lab.training.microbatch import chunked_logprobs, microbatched_loss
-from gigpo_lab.training.shared_prefix import prefix_sorted_chunks, prefix_tree, shared_prefix_logprobs
+from gigpo_lab.training.config_checks import validate_config
 
 TOL = {"rtol": 0.0, "atol": 1e-5}
 

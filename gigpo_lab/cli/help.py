@@ -1,0 +1,94 @@
+"""``gigpo-lab train --help``: the page Hydra prints through ``conf/hydra/help/lab.yaml``.
+
+The template there names the resolver ``${gigpo_lab.cli.help:}``, registered here, which lists what the config
+folders hold: each group's options (the default marked; structured-config schemas are not files, so they
+never show), and each experiment and sweep with the first line of its comment. Reading folders and
+comments only, so the page costs no import beyond Hydra's composition.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from gigpo_lab.config_paths import conf_dir, config_root
+
+#: Widest line of the page.
+WIDTH = 100
+
+
+def _first_comment(path: Path) -> str:
+    """The first comment line of a YAML file that is not the ``@package`` line, shortened to one line."""
+    for line in path.read_text().splitlines():
+        text = line.strip()
+        if text.startswith("#") and "@package" not in text:
+            return text.lstrip("# ").strip()
+    return ""
+
+
+def _shorten(text: str, room: int) -> str:
+    """The text up to its first aside (`` (``, ``: ``) when that is long enough to say something, within
+    ``room`` characters."""
+    for mark in (" (", ": "):
+        cut = text.find(mark, 20)
+        if cut > 0:
+            text = text[:cut]
+    return text if len(text) <= room else text[: room - 1].rstrip(" ,;:(") + "…"
+
+
+def _defaults() -> dict[str, str]:
+    """The root config's default option per group (``estimator: gigpo`` ...)."""
+    out = {}
+    for item in OmegaConf.load(conf_dir() / "config.yaml").get("defaults", []):
+        if OmegaConf.is_dict(item):
+            for group, option in item.items():
+                if not str(group).startswith("override") and option is not None:
+                    out[str(group)] = str(option)
+    return out
+
+
+def groups_text() -> str:
+    """One entry per config group: its options in order, the default marked, wrapped to the page width."""
+    defaults = _defaults()
+    lines = []
+    for folder in sorted(p for p in conf_dir().iterdir() if p.is_dir() and p.name != "hydra"):
+        options = sorted(p.stem for p in folder.glob("*.yaml"))
+        default = defaults.get(folder.name)
+        shown = [f"{o} (default)" if o == default else o for o in options]
+        lead = f"  {folder.name:<11} "
+        lines.append(
+            textwrap.fill(
+                ", ".join(shown),
+                WIDTH,
+                initial_indent=lead,
+                subsequent_indent=" " * len(lead),
+                break_on_hyphens=False,
+            )
+        )
+    return "\n".join(lines)
+
+
+def files_text(group: str) -> str:
+    """One line per file of ``experiments/`` or ``sweeps/``: its name and the first line of its comment."""
+    lines = []
+    for path in sorted((config_root() / group).glob("*.yaml")):
+        lines.append(f"  {path.stem:<24} " + _shorten(_first_comment(path), WIDTH - 28))
+    return "\n".join(lines)
+
+
+def help_page() -> str:
+    """The middle of the help page: groups, experiments and sweeps."""
+    return (
+        "Config groups (group=option):\n"
+        + groups_text()
+        + "\n\nExperiments (experiments=NAME; the ones that sweep run as a multirun):\n"
+        + files_text("experiments")
+        + "\n\nSweeps (sweeps=NAME; a multirun, no -m needed):\n"
+        + files_text("sweeps")
+    )
+
+
+def register_help_resolver() -> None:
+    OmegaConf.register_new_resolver("gigpo_lab.cli.help", help_page, replace=True)

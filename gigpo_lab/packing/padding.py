@@ -1,0 +1,18 @@
+"""Ragged token lists as one left-padded batch: what every engine and scorer is fed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+
+import torch
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists -> (ids (n, P) int64 left-padded with ``pad_id``, mask (n, P) bool), P = the longest."""
+    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.long)
+    width = int(lengths.max()) if len(sequences) else 0
+    mask = torch.arange(width) >= (width - lengths)[:, None]
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    ids[mask] = torch.tensor(list(chain.from_iterable(sequences)), dtype=torch.long)
+    return ids, mask
