@@ -9,7 +9,7 @@ token's position in its own row and tree attention: one attention per node over 
 (``gigpo_lab.packing.tree_attention``), so no work goes to the pairs a dense mask would mask out.
 
 So every token computes exactly what it computes in its own row, once: the loss and the gradients are those of
-``Policy.logprobs`` on the plain rows up to float rounding (tests/training/test_shared_prefix.py). This is the
+``Policy.logprobs`` on the plain rows up to float rounding (tests/packing/test_shared_prefix.py). This is the
 tree attention of speculative decoding (SpecInfer, Miao et al. 2023, arXiv 2305.09781) used for scoring, and
 the prefix reuse of SGLang's RadixAttention (Zheng et al. 2023, arXiv 2312.07104) with gradients. Sorting the
 rows by prompt before cutting micro-batches (``prefix_sorted_chunks``) keeps rows that share runs together.

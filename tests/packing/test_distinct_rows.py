@@ -51,3 +51,28 @@ def test_distinct_rows_give_the_plain_loss_and_gradients(distinct, n, seed):
     assert plain[3].keys() == dedup[3].keys()
     for key, grad in plain[3].items():
         torch.testing.assert_close(dedup[3][key], grad, atol=1e-6, rtol=1e-4, msg=key)
+
+
+@given(
+    keys=st.lists(st.integers(0, 5), min_size=1, max_size=40),
+    max_share=st.sampled_from([0.0, 0.5, 0.75, 1.0]),
+    min_rows=st.integers(0, 12),
+)
+@settings(max_examples=60, deadline=None)
+def test_per_distinct_row_is_the_row_wise_function_of_every_row(keys, max_share, min_rows):
+    """Whatever path per_distinct_row takes (plain, gathered, padded), a row-wise function gives each row's own
+    value, and it is called on the distinct rows only when they are at most ``max_share`` of the batch."""
+    from gigpo_lab.packing.distinct_rows import per_distinct_row
+
+    rows = torch.tensor(keys)[:, None].expand(-1, 3) * torch.tensor([1, 10, 100])
+    calls = []
+
+    def score(x):
+        calls.append(len(x))
+        return (x.sum(1) * 0.5, x[:, :1].float())
+
+    out = per_distinct_row(score, (rows,), max_share=max_share, min_rows=min_rows)
+    assert torch.equal(out[0], rows.sum(1) * 0.5) and torch.equal(out[1], rows[:, :1].float())
+    distinct = len(set(keys))
+    gathered = distinct <= max_share * len(keys)
+    assert calls == [max(distinct, min_rows) if gathered else len(keys)]
