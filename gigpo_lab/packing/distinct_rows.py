@@ -75,12 +75,7 @@ def per_distinct_row(
 
 
 def score_unique_rows(
-    model: Any,
-    prompt_ids: torch.Tensor,
-    prompt_mask: torch.Tensor,
-    response_ids: torch.Tensor,
-    response_mask: torch.Tensor,
-    temperature: float = 1.0,
+    model: Any, *columns: torch.Tensor, temperature: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``model.logprobs(...)`` (N, R) each, computed once per distinct row (no grad; old/reference scoring).
 
@@ -89,33 +84,27 @@ def score_unique_rows(
 
     Args:
         model: anything with the ``Policy.logprobs`` signature (the policy or its frozen reference).
-        prompt_ids / prompt_mask: (N, P) left-padded. response_ids / response_mask: (N, R) right-padded.
+        columns: prompt_ids, prompt_mask (N, P) left-padded; response_ids, response_mask (N, R) right-padded.
     Returns:
         logp (N, R) float, 0 where masked; entropy (N, R) float, 0 where masked.
     """
-    columns = (prompt_ids, prompt_mask, response_ids, response_mask)
 
     def score(*c):
         return model.logprobs(*c, temperature=temperature)
 
-    if prompt_ids.device.type != "cpu" or prompt_ids.shape[0] <= MIN_SCORED_ROWS:
+    if columns[0].device.type != "cpu" or columns[0].shape[0] <= MIN_SCORED_ROWS:
         return score(*columns)
     return per_distinct_row(score, columns, max_share=MAX_SCORED_SHARE, min_rows=MIN_SCORED_ROWS)
 
 
 def distinct_rows_logprobs(
-    model: Any,
-    prompt_ids: torch.Tensor,
-    prompt_mask: torch.Tensor,
-    response_ids: torch.Tensor,
-    response_mask: torch.Tensor,
-    temperature: float = 1.0,
+    model: Any, *columns: torch.Tensor, temperature: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``model.logprobs(...)`` for all N rows, computed on the U distinct rows (differentiable).
 
     Args:
         model: anything with the ``Policy.logprobs`` signature.
-        prompt_ids / prompt_mask: (N, P) left-padded. response_ids / response_mask: (N, R) right-padded.
+        columns: prompt_ids, prompt_mask (N, P) left-padded; response_ids, response_mask (N, R) right-padded.
     Returns:
         logp (N, R) and entropy (N, R), 0 where masked; row i is row ``inverse[i]`` of the distinct batch.
     """
@@ -123,5 +112,4 @@ def distinct_rows_logprobs(
     def score(*c):
         return model.logprobs(*c, temperature=temperature)
 
-    columns = (prompt_ids, prompt_mask, response_ids, response_mask)
     return per_distinct_row(score, columns, max_share=MAX_DISTINCT_SHARE)
