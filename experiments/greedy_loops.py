@@ -7,7 +7,7 @@ Pass the overrides the run was trained with (the env, the model, the seed), so t
 vocabulary and the env are built as they were. It plays ``--episodes`` held-out evaluation episodes (the
 seeds ``gigpo-lab train`` evaluates on) greedily and sampled, prints both success rates, and for each failed
 greedy episode the first cycle of states (``gigpo_lab.analysis.loops``): state, action, next state and, for
-the tiny policy, the probability of every action. docs/WHY_RUNS_FAIL.md reads Taxi's loops with it.
+the tiny policy, the probability of every action. docs/notebook/2026-11_seed_robustness.md reads Taxi's loops with it.
 """
 
 from __future__ import annotations

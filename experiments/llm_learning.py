@@ -8,7 +8,7 @@ Every run is a real ``train(cfg)`` of the experiment file, one after the other i
 sqlite MLflow store (``--root``/mlflow.db); the runs are (label: overrides)
 
 - ``gigpo s0``, ``gigpo s1``, ``gigpo s2``: ``seed=0``, ``1``, ``2``;
-- ``frozen s0``: ``seed=0 trainer.optimizer.lr=0``: the weights do not move (the README's recorded control
+- ``frozen s0``: ``seed=0 trainer.optimizer.lr=0``: the weights do not move (docs/notebook/2026-11_llm_and_speed.md's recorded control
   ran at lr 1e-30, where AdamW's steps round away, before lr 0 was accepted). Every evaluation draws from the same sampling seeds, so its curve
   stays at the zero-shot rate exactly; its rollouts, drawn afresh each iteration, show the sampling noise;
 - ``grpo s0``: ``seed=0 estimator=grpo`` (a first look, not a study).

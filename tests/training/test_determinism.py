@@ -125,7 +125,7 @@ def test_a_finished_run_extended_to_more_iterations_is_the_fresh_longer_run(
 ):
     """Extending a finished run (its ``last.ckpt``, more ``trainer.iterations``) with the bonus's anneal pinned
     to the first run's length gives, metric for metric and bit for bit, the run that was asked for that many
-    iterations from the start: how docs/WHY_RUNS_FAIL.md's 300-iteration Taxi row was measured."""
+    iterations from the start: how the 300-iteration Taxi row of docs/notebook/2026-11_seed_robustness.md was measured."""
     pinned = ["exploration.anneal=2", "trainer.eval_every=1"]
     long = run_tiny("long", *pinned, "trainer.iterations=4")
     shutil.copyfile(empty_mlflow_store, tmp_path / "short.db")
