@@ -111,6 +111,24 @@ def discounted_returns(rows, gamma, bootstrap_truncated=False):
     return out
 
 
+def turn_gae(rows, values, gamma, lam):
+    """{(traj, step): (A_t, R_t)} of GAE(gamma, lam) with one value per turn (Schulman et al. 2016, eq. 16),
+    written as the sum it is: A_t = sum_l (gamma * lam)^l * delta_{t+l}, delta_t = r_t + gamma V_{t+1} - V_t,
+    V = 0 after a trajectory's last turn; R_t = A_t + V_t. ``values``: {(traj, step): V}."""
+    by_traj = defaultdict(list)
+    for r in rows:
+        by_traj[r.traj].append(r)
+    out = {}
+    for traj, steps in by_traj.items():
+        steps = sorted(steps, key=lambda r: r.step)
+        v = [values[(traj, r.step)] for r in steps] + [0.0]
+        delta = [r.reward + gamma * v[i + 1] - v[i] for i, r in enumerate(steps)]
+        for t, r in enumerate(steps):
+            adv = sum((gamma * lam) ** k * delta[t + k] for k in range(len(steps) - t))
+            out[(traj, r.step)] = (adv, adv + v[t])
+    return out
+
+
 def similarity_clusters(rows, threshold):
     """{(group, text): cluster} by greedy first-member clustering, rows visited in (traj, step) order."""
     clusters = defaultdict(list)  # group -> list of (rep text, cluster id)
