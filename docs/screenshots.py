@@ -1,9 +1,13 @@
 """Screenshots of the MLflow UI for docs/TUTORIAL.md, taken by headless Chromium (``make screenshots``).
 
 Runs a tiny ω sweep (2 values x 2 seeds) and ``gigpo-lab compare`` in a scratch folder, starts ``gigpo-lab
-ui`` on it, and saves five pages into ``docs/images/``: the experiment's runs table (the sweep's parent
-run), the same table with the sweep expanded (needs Node.js and ``npm install playwright-core``), a child run's metric charts, the parent run's overview (its description: the overrides and the
-compare command) and one of its artifacts (the compare report's learning curves).
+ui`` on it, and saves six pages into ``docs/images/``, each in a fresh browser profile (what a newcomer sees)
+and in model-training mode (the ``workflowType=machine_learning`` that the sweep link of ``gigpo-lab ui``
+carries; ``gigpo_lab/ui.py`` says what MLflow 3.17 reads): the experiment's runs table (the sweep's parent
+run), the sweep's saved view (the link ``gigpo-lab ui`` prints: one row per job with ω, estimator, seed and
+eval success) as a table and as charts, a child run's metric charts, the parent run's overview (its
+description: the overrides and the compare command) and one of its artifacts (the compare report's learning
+curves).
 
 Needs ``chromium`` on PATH (Debian: ``apt-get install -y chromium``). Look at the images before committing
 them: a page that had not finished rendering is blank.
@@ -26,45 +30,35 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from gigpo_lab.ui import MODEL_TRAINING_QUERY  # noqa: E402
+
 BIN = Path(sys.executable).parent
 #: The sweep: small enough for a 2-core machine, big enough for curves.
 SWEEP = [
     "-m",
     "estimator.step_advantage_weight=0.0,1.0",
     "seed=0,1",
-    "trainer.iterations=6",
-    "trainer.eval_every=2",
+    "trainer.iterations=20",
+    "trainer.eval_every=5",
     "rollout.groups=4",
     "rollout.group_size=4",
     "lightning.num_threads=1",
     "tracking.experiment=gigpo-step-weight",
 ]
-#: Pages of the UI (after ``#/experiments/<id>``) and how long Chromium lets each render (ms).
+#: Pages of the UI (after ``#/experiments/<id>``; ``{sweep}`` is the query of the sweep's link) and how long
+#: Chromium lets each render (ms).
 PAGES = {
-    "ui_runs_table.png": ("/runs", 30000),
-    "ui_child_charts.png": ("/runs/{child}/model-metrics", 90000),
-    "ui_parent_overview.png": ("/runs/{parent}", 30000),
+    "ui_runs_table.png": ("/runs?" + MODEL_TRAINING_QUERY, 30000),
+    "ui_sweep_expanded.png": ("/runs?{sweep}", 30000),
+    "ui_sweep_charts.png": ("/runs?{sweep}&compareRunsMode=CHART", 60000),
+    "ui_child_charts.png": ("/runs/{child}/model-metrics?" + MODEL_TRAINING_QUERY, 90000),
+    "ui_parent_overview.png": ("/runs/{parent}?" + MODEL_TRAINING_QUERY, 30000),
     "ui_parent_artifacts.png": (
-        "/runs/{parent}/artifacts/compare/learning_curves-eval_success_rate.png",
+        "/runs/{parent}/artifacts/compare/learning_curves-eval_success_rate.png?" + MODEL_TRAINING_QUERY,
         30000,
     ),
 }
-
-
-def _shoot_expanded_sweep(url: str, path: Path) -> None:
-    """The runs table with the sweep expanded, through ``docs/screenshot_sweep.js`` (a click needs Playwright);
-    skipped with a message when Node.js or playwright-core is missing."""
-    node = shutil.which("node")
-    probe = subprocess.run([node, "-e", "require('playwright-core')"], capture_output=True) if node else None
-    if probe is None or probe.returncode != 0:
-        sys.stdout.write(
-            "screenshots: skipped ui_sweep_expanded.png (needs node and `npm install playwright-core`)\n"
-        )
-        return
-    subprocess.run(
-        [node, str(ROOT / "docs" / "screenshot_sweep.js"), url, str(path)], check=True, timeout=180
-    )
-    sys.stdout.write(f"{path}  <- {url} (sweep expanded)\n")
 
 
 def _free_port() -> int:
@@ -91,23 +85,31 @@ def _ids(store: str) -> tuple[str, str, str]:
 
 
 def _shoot(chromium: str, url: str, path: Path, budget_ms: int) -> None:
-    subprocess.run(
-        [
-            chromium,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--window-size=1500,900",
-            "--run-all-compositor-stages-before-draw",
-            f"--virtual-time-budget={budget_ms}",
-            f"--screenshot={path}",
-            url,
-        ],
-        check=True,
-        capture_output=True,
-        timeout=180,
-    )
+    """One page in a fresh profile (no localStorage: MLflow's defaults, as on a newcomer's browser)."""
+    with tempfile.TemporaryDirectory(prefix="gigpo-shots-profile-") as profile:
+        subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                "--hide-scrollbars",
+                "--window-size=1500,900",
+                "--run-all-compositor-stages-before-draw",
+                f"--virtual-time-budget={budget_ms}",
+                f"--screenshot={path}",
+                url,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
 
 
 def main() -> int:
@@ -137,13 +139,14 @@ def main() -> int:
     try:
         line = ui.stdout.readline()  # "MLflow UI: http://127.0.0.1:PORT ..." once it answers
         url = re.search(r"(http://\S+)", line).group(1)
+        link = re.search(r"newest sweep: (\S+)", ui.stdout.readline()).group(1)
+        sweep = link.split("?", 1)[1]  # workflowType=machine_learning&viewStateShareKey=<sweep id>
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         for name, (page, budget) in PAGES.items():
-            target = f"{url}/#/experiments/{exp_id}" + page.format(parent=parent, child=child)
+            target = f"{url}/#/experiments/{exp_id}" + page.format(parent=parent, child=child, sweep=sweep)
             _shoot(chromium, target, out / name, budget)
             sys.stdout.write(f"{out / name}  <- {target}\n")
-        _shoot_expanded_sweep(f"{url}/#/experiments/{exp_id}/runs", out / "ui_sweep_expanded.png")
         time.sleep(0.5)
     finally:
         ui.send_signal(signal.SIGINT)

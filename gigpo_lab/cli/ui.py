@@ -5,12 +5,31 @@ process group, waits until ``/health`` answers (about 16 s on a 2-core machine),
 SIGINT or SIGTERM terminates the whole group (the server and its workers), waits for it and exits 0.
 Loopback (127.0.0.1) is the default; any other host is allowed, with a warning, because MLflow has no
 authentication here. Imports neither torch nor lightning nor mlflow: it only starts a process.
+
+It also prints a URL that opens the newest sweep in model-training mode. What MLflow 3.17.2's UI reads
+(``mlflow/server/js/src``; the same strings are in the installed ``mlflow/server/js/build/static/js``):
+
+- The mode (GenAI or model training) is the *workflow type*, ``common/contexts/WorkflowTypeContext.tsx``: the
+  URL's ``workflowType`` query parameter (``genai`` or ``machine_learning``), else the browser's localStorage key
+  ``mlflow.workflowType``, else ``DEFAULT_WORKFLOW_TYPE = WorkflowType.GENAI``. Only a click on the sidebar's
+  GenAI / Model training switch writes the localStorage key. The experiment tag ``mlflow.experimentKind`` does
+  not decide it: ``useExperimentKind`` (``experiment-tracking/utils/ExperimentKindUtils.ts``) derives the kind
+  from the workflow type because ``shouldEnableWorkflowBasedNavigation()`` (``common/utils/FeatureUtils.ts``)
+  returns true. So a server cannot make model training the default of a browser that never chose it; a URL
+  with ``workflowType=machine_learning`` opens that one page in that mode, and the app's own links drop it.
+- The runs table's columns, sort and filter come from the browser's localStorage unless the URL names a saved
+  view, ``?viewStateShareKey=<id>``: an experiment tag ``mlflow.sharedViewState.<id>`` holding
+  ``{"name", "createdAt", "updatedAt", "state"}`` (``experiment-page/hooks/useSharedExperimentViewState.ts``,
+  ``useSavedViews.ts``). Each lab sweep writes one (``gigpo_lab.tracking.sweep``).
+- A run page's charts are grouped by metric prefix in alphabetical order (``adv/`` first), and their layout
+  lives only in the browser's localStorage (``run-page/RunViewMetricCharts.tsx``): nothing a server can set.
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import os
 import signal
 import socket
@@ -18,8 +37,11 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from gigpo_lab.tracking.mlflow_tracker import VIEW_TAG_PREFIX
 
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
@@ -60,6 +82,50 @@ def _healthy(url: str) -> bool:
             return resp.status == 200
     except (urllib.error.URLError, OSError):
         return False
+
+
+#: The query that opens a page in model-training mode (``WorkflowType.MACHINE_LEARNING``).
+MODEL_TRAINING_QUERY = "workflowType=machine_learning"
+
+
+def _post(url: str, path: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def sweep_url(url: str) -> str | None:
+    """The page of the newest sweep in the store served at ``url``, in model-training mode: its saved view
+    (the sweep's runs with ω, estimator, seed and eval success as columns) when the sweep wrote one, else the
+    runs table filtered to the sweep. None when the store holds no sweep. Asks the server's REST API."""
+    experiments = _post(url, "/api/2.0/mlflow/experiments/search", {"max_results": 1000}).get(
+        "experiments", []
+    )
+    if not experiments:
+        return None
+    found = _post(
+        url,
+        "/api/2.0/mlflow/runs/search",
+        {
+            "experiment_ids": [e["experiment_id"] for e in experiments],
+            "filter": "tags.`gigpo_lab.role` = 'sweep-parent'",
+            "order_by": ["attributes.start_time DESC"],
+            "max_results": 1,
+        },
+    ).get("runs", [])
+    if not found:
+        return None
+    run = found[0]
+    exp_id = run["info"]["experiment_id"]
+    sweep_id = next((t["value"] for t in run["data"].get("tags", []) if t["key"] == "sweep_id"), None)
+    if sweep_id is None:
+        return None
+    exp = next(e for e in experiments if e["experiment_id"] == exp_id)
+    has_view = any(t["key"] == VIEW_TAG_PREFIX + sweep_id for t in exp.get("tags", []))
+    query = {"viewStateShareKey": sweep_id} if has_view else {"searchFilter": f"tags.sweep_id = '{sweep_id}'"}
+    return f"{url}/#/experiments/{exp_id}/runs?{MODEL_TRAINING_QUERY}&{urllib.parse.urlencode(query)}"
 
 
 def _stop_child(child: subprocess.Popen, grace_s: float = 15.0) -> None:
@@ -155,6 +221,16 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             time.sleep(0.5)
         sys.stdout.write(f"MLflow UI: {_url(args.host, args.port)}  (store {store}; Ctrl-C to stop)\n")
+        try:
+            newest = sweep_url(probe)
+        except (urllib.error.URLError, OSError, ValueError, KeyError, StopIteration):
+            newest = None  # the link is a convenience: the UI is up whatever the store holds
+        if newest is not None:
+            newest = newest.replace(probe, _url(args.host, args.port), 1)
+            sys.stdout.write(
+                f"newest sweep: {newest}\n  (model-training mode for this link; to keep it, click "
+                '"Model training" in the sidebar once: MLflow remembers it per browser and port)\n'
+            )
         sys.stdout.flush()
         return child.wait() or 0
     except (_Stop, KeyboardInterrupt):

@@ -33,9 +33,16 @@ SECRET_WORDS = frozenset(
     {"token", "password", "passwd", "secret", "credential", "credentials", "apikey", "key", "auth"}
 )
 REDACTED = "***"
-#: The experiment tag MLflow 3's UI reads to choose its layout, and the value it writes for "custom model
-#: development" (the ``ExperimentKind`` enum of MLflow 3.17's UI; ``genai_development`` opens on traces).
+#: The experiment tag of MLflow's ``ExperimentKind`` and its "custom model development" value. MLflow 3.17's UI
+#: no longer reads it to choose GenAI or model-training mode: ``useExperimentKind`` in
+#: ``mlflow/server/js/src/experiment-tracking/utils/ExperimentKindUtils.ts`` derives the kind from the
+#: workflow type when ``shouldEnableWorkflowBasedNavigation()`` is true, as it is in the open-source build
+#: (see ``gigpo_lab.ui``). Written anyway: it labels the experiment for MLflow's API and older 3.x UIs.
 EXPERIMENT_KIND_TAG, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
+#: Prefix of the experiment tags that hold MLflow's saved views of the runs table ("Views" menu; opened by
+#: ``#/experiments/<id>/runs?viewStateShareKey=<view id>``): ``useSharedExperimentViewState.ts`` and
+#: ``savedViewEnvelope`` in ``mlflow/server/js/src/experiment-tracking/components/experiment-page/``.
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 #: The run tag MLflow's UI shows as the run's description (markdown).
 NOTE_TAG = "mlflow.note.content"
 
@@ -44,6 +51,34 @@ def default_tracking_uri(root: str | os.PathLike | None = None) -> str:
     """The lab's default store: ``sqlite:///<root>/mlflow.db`` (root defaults to the working directory)."""
     root_path = Path(root) if root is not None else Path.cwd()
     return f"sqlite:///{root_path.resolve() / 'mlflow.db'}"
+
+
+#: The columns of a sweep's view: ω (a param), the estimator and seed (run tags) and the last logged eval success.
+VIEW_COLUMNS = (
+    "params.`estimator.step_advantage_weight`",
+    "tags.`estimator`",
+    "tags.`seed`",
+    "metrics.`eval/success_rate`",
+)
+
+
+def experiment_view(run_filter: str, swept_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A saved-view state for MLflow's runs table: the runs matching ``run_filter``, sorted by name, with
+    ``VIEW_COLUMNS`` and each swept config key (``trainer.lr`` -> its param) as columns, and the chart view
+    filtered to the success-rate charts. The field names are MLflow 3.17's ``ExperimentPageUIState`` and
+    search facets (``models/ExperimentPageUIState.tsx``; a column is ``<type>.`<key>```)."""
+    columns = list(VIEW_COLUMNS)
+    for key in swept_keys:
+        column = f"params.`{key}`"
+        if "." in key and column not in columns:  # dotted keys are params; a config group (estimator=) is not
+            columns.append(column)
+    return {
+        "searchFilter": run_filter,
+        "orderByKey": "tags.`mlflow.runName`",
+        "orderByAsc": True,
+        "selectedColumns": columns,
+        "chartsSearchFilter": "success_rate",
+    }
 
 
 def flatten_config(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -196,6 +231,17 @@ class MlflowTracker:
         if tags:
             client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
         return self.run_id
+
+    def save_view(self, view_id: str, name: str, state: Mapping[str, Any]) -> None:
+        """Store a saved view of the experiment's runs table (``experiment_view`` builds ``state``)."""
+        import json
+
+        now = int(time.time() * 1000)
+        envelope = {"name": name, "createdAt": now, "updatedAt": now, "state": json.dumps(state)}
+        with self._write_limits():
+            self.client.set_experiment_tag(
+                self._experiment_id(), VIEW_TAG_PREFIX + view_id, json.dumps(envelope)
+            )
 
     def _experiment_id(self) -> str:
         """The experiment's id; created (or, made by an older lab, tagged) as a model-training experiment, so

@@ -20,7 +20,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from gigpo_lab.tracking.mlflow_tracker import NOTE_TAG
+from gigpo_lab.tracking.mlflow_tracker import NOTE_TAG, experiment_view
 
 PARENT_ENV = "GIGPO_LAB_PARENT_RUN_ID"
 SWEEP_ENV = "GIGPO_LAB_SWEEP_ID"
@@ -81,6 +81,11 @@ class MlflowSweepCallback(Callback):
         if params:
             # "+group=a,b" / "~key" sweep keys: MLflow param names may not contain '+' or '~'
             self.tracker.log_params({f"sweep.{k.lstrip('+~')}": v for k, v in params.items()})
+        # a saved view of the runs table named after the sweep: its runs, with ω, estimator, seed, eval success
+        # and the swept keys as columns (``gigpo-lab ui`` prints the URL that opens it)
+        swept = tuple(k.lstrip("+~") for k in params)
+        view = experiment_view(f"tags.sweep_id = '{sweep_id}'", swept)
+        self.tracker.save_view(sweep_id, f"sweep {label} {time.strftime('%Y-%m-%d %H:%M')}", view)
         os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = run_id, sweep_id
         log.info("MLflow sweep parent run %s (sweep id %s)", run_id, sweep_id)
         from gigpo_lab.cli.console import print_sweep_header

@@ -1,5 +1,6 @@
-"""``gigpo-lab ui`` as a real process on a real sweep's store: /health, the REST API, loopback binding, and a
-clean exit 0 on SIGINT that frees the port and leaves no server behind."""
+"""``gigpo-lab ui`` as a real process on a real sweep's store: /health, the REST API, loopback binding, the
+printed link to the sweep's saved view in model-training mode, and a clean exit 0 on SIGINT that frees the port
+and leaves no server behind."""
 
 from __future__ import annotations
 
@@ -95,6 +96,36 @@ def test_ui_serves_the_sweep_on_loopback_and_stops_cleanly_on_sigint(tmp_path, t
             ("grpo", "1"),
         ]
         assert by_api[sweep.parent_run_id]["gigpo_lab.role"] == "sweep-parent"
+        # the sweep's link: model-training mode and the saved view the sweep wrote on its experiment
+        exp_id = exp["experiment"]["experiment_id"]
+        link = _wait_for(r"newest sweep: (\S+)", out, proc, 30).group(1)
+        assert link == (
+            f"{url}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
+            f"&viewStateShareKey={sweep.sweep_id}"
+        )
+        exp_tags = {t["key"]: t["value"] for t in exp["experiment"]["tags"]}
+        assert exp_tags["mlflow.experimentKind"] == "custom_model_development"
+        envelope = json.loads(exp_tags[f"mlflow.sharedViewState.{sweep.sweep_id}"])
+        assert envelope["name"].startswith("sweep ") and isinstance(envelope["createdAt"], int)
+        view = json.loads(envelope["state"])
+        assert view["selectedColumns"][:4] == [
+            "params.`estimator.step_advantage_weight`",
+            "tags.`estimator`",
+            "tags.`seed`",
+            "metrics.`eval/success_rate`",
+        ]
+        # the view's filter selects exactly this sweep's runs, and its columns name values those runs hold
+        chosen = _api(
+            url,
+            "/api/2.0/mlflow/runs/search",
+            {"experiment_ids": [exp_id], "filter": view["searchFilter"]},
+        )["runs"]
+        assert {r["info"]["run_id"] for r in chosen} == set(by_api)
+        kids = [r for r in chosen if r["info"]["run_id"] != sweep.parent_run_id]
+        assert all(any(m["key"] == "eval/success_rate" for m in r["data"]["metrics"]) for r in kids)
+        assert any(
+            p["key"] == "estimator.step_advantage_weight" for r in kids for p in r["data"].get("params", [])
+        )
         # the URL and little else: no access log line per request, no INFO lines, no Starlette warning
         said = err.read_text()
         for noise in ('"GET ', "INFO", "StarletteDeprecationWarning", "Registry store URI"):
