@@ -118,3 +118,13 @@ def test_a_bad_choice_fails_at_compose_time_with_the_allowed_values():
     with pytest.raises(ConfigCompositionException) as err:
         compose_estimator("grpo", ["estimator.episode_singleton=none"])
     assert "expected one of [raw, zero]" in str(err.value.__cause__)
+
+
+def test_the_count_bonus_schema_takes_every_default_from_the_constructor():
+    """One default per setting: the schema's defaults are CountBonus's own; the option exploration=count links
+    the two annealing clocks to the run's length (a value of the option, not a second default)."""
+    from gigpo_lab.algorithm.exploration import CountBonus, CountBonusConfig
+
+    schema = {f.name: f.default for f in dataclasses.fields(CountBonusConfig) if f.name != "_target_"}
+    sig = inspect.signature(CountBonus.__init__).parameters
+    assert schema == {k: p.default for k, p in sig.items() if k != "self"}
