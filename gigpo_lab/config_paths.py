@@ -47,19 +47,42 @@ SCHEMA_MODULES = (
     "gigpo_lab.training.schema",
     "gigpo_lab.tracking.schema",
 )
-#: The ConfigStore group that holds the schemas: ``schema/<group>/<option>``, never listed as an option of
-#: ``<group>``. An option extends its schema with ``defaults: [/schema/<group>/<option>@_here_, _self_]``.
+#: The ConfigStore group that holds every schema as ``schema/<group>/<option>``, never listed as an option of
+#: ``<group>``: a YAML option that sets values extends its schema with
+#: ``defaults: [/schema/<group>/<option>@_here_, _self_]`` (``conf/env/taxi.yaml``).
 SCHEMA_ROOT = "schema"
+#: A schema with this name is only a parent for other options (``env/base``, ``rollout/base``), not an option.
+BASE = "base"
 
 
 def register_schemas() -> None:
-    """Store every structured-config schema in Hydra's ConfigStore under ``schema/<group>`` (idempotent)."""
+    """Store every structured-config schema in Hydra's ConfigStore (idempotent): under ``schema/<group>``, and,
+    unless it is a ``base`` or ``conf/<group>/<option>.yaml`` exists (an option that sets values of its own),
+    as the option ``<group>/<option>`` itself, so that an option equal to its schema needs no YAML file.
+    Hydra lists these options with the files' when an option name is wrong."""
 
     from hydra.core.config_store import ConfigStore
 
+    store = ConfigStore.instance()
     for key, node in all_schemas().items():
         group, name = key.rsplit("/", 1)
-        ConfigStore.instance().store(group=f"{SCHEMA_ROOT}/{group}", name=name, node=node)
+        store.store(group=f"{SCHEMA_ROOT}/{group}", name=name, node=node)
+        if name != BASE and not (conf_dir() / group / f"{name}.yaml").is_file():
+            store.store(group=group, name=name, node=node)
+
+
+def config_groups() -> dict[str, list[str]]:
+    """Every config group of the lab (Hydra's own ``hydra/`` aside) and its options, sorted: the YAML files of
+    ``conf/<group>/`` and the schemas that are options themselves (``register_schemas``)."""
+    groups: dict[str, set[str]] = {}
+    for folder in conf_dir().iterdir():
+        if folder.is_dir() and folder.name != "hydra":
+            groups.setdefault(folder.name, set()).update(p.stem for p in folder.glob("*.yaml"))
+    for key in all_schemas():
+        group, name = key.rsplit("/", 1)
+        if name != BASE:
+            groups.setdefault(group, set()).add(name)
+    return {g: sorted(groups[g]) for g in sorted(groups)}
 
 
 def all_schemas() -> dict[str, type]:

@@ -1,7 +1,7 @@
 """Typed schemas of the ``model`` config group: the tiny from-scratch policy, and the Hugging Face chat
 models (``hf``: any local folder; ``smollm2_135m``: the bundled SmolLM2, on the same base).
 
-``conf/model/<option>.yaml`` extends its schema (``defaults: [/schema/model/<option>@_here_, _self_]``).
+Each schema is its option (``model=tiny``: ``config_paths.register_schemas``), with no YAML file.
 ``_partial_``: the trainer passes ``vocabulary=`` (the env's words; the HF models ignore it). A misspelt
 key or a value of the wrong type or outside a choice fails when the config is composed.
 """
@@ -9,7 +9,7 @@ key or a value of the wrong type or outside a choice fails when the config is co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 from omegaconf import MISSING
 
