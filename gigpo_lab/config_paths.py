@@ -10,7 +10,9 @@ working directory and from a wheel.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -35,6 +37,38 @@ def _register_resolver() -> None:
 
 
 _register_resolver()
+
+
+@dataclass
+class RunKeys:
+    """The run-level keys of ``conf/config.yaml`` (their values are set there, once). Hydra cannot type the
+    root config with a schema without listing every config group in it, so this class only documents them
+    (``gigpo-lab docs``); a test keeps its fields equal to the root's keys."""
+
+    #: Run seed: model init, env group seeds and sampling all derive from it.
+    seed: int
+    #: Checkpoints and artifacts go here; null = Hydra's run directory (outputs/<date>/<time>).
+    output_dir: Optional[str]  # noqa: UP045
+    #: Resume from this checkpoint (e.g. <output_dir>/checkpoints/last.ckpt); null = a fresh run.
+    ckpt_path: Optional[str]  # noqa: UP045
+    #: true = every log line (Lightning, MLflow, Hydra), warnings, and the traceback of an error.
+    verbose: bool
+
+
+#: What each config group selects (CONFIG.md's group table), one line each.
+GROUP_HELP: dict[str, str] = {
+    "estimator": "advantage estimator",
+    "env": "environment",
+    "model": "policy: tiny (a small transformer trained from scratch) or a Hugging Face causal LM",
+    "rollout": "rollout engine, sampling and collection sizes (B groups x G envs)",
+    "loss": "clipped surrogate + KL to the reference + entropy bonus",
+    "exploration": "exploration bonus: a count-based novelty bonus as its own advantage stream, annealed; or none",
+    "trainer": "the iteration loop: iterations, PPO epochs, minibatches, optimizer, schedules",
+    "lightning": "where it runs: accelerator, devices, strategy, precision, threads",
+    "tracking": "MLflow store, experiment name and artifacts",
+    "sweeps": "a multirun definition from sweeps/ (off by default)",
+    "experiments": "an experiment override file from experiments/ (off by default)",
+}
 
 
 #: Packages whose every module may declare ``SCHEMAS`` ({"<group>/<option>": dataclass}) next to its class:
