@@ -10,7 +10,9 @@ working directory and from a wheel.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -37,6 +39,38 @@ def _register_resolver() -> None:
 _register_resolver()
 
 
+@dataclass
+class RunKeys:
+    """The run-level keys of ``conf/config.yaml`` (their values are set there, once). Hydra cannot type the
+    root config with a schema without listing every config group in it, so this class only documents them
+    (``gigpo-lab docs``); a test keeps its fields equal to the root's keys."""
+
+    #: Run seed: model init, env group seeds and sampling all derive from it.
+    seed: int
+    #: Checkpoints and artifacts go here; null = Hydra's run directory (outputs/<date>/<time>).
+    output_dir: Optional[str]  # noqa: UP045
+    #: Resume from this checkpoint (e.g. <output_dir>/checkpoints/last.ckpt); null = a fresh run.
+    ckpt_path: Optional[str]  # noqa: UP045
+    #: true = every log line (Lightning, MLflow, Hydra), warnings, and the traceback of an error.
+    verbose: bool
+
+
+#: What each config group selects (CONFIG.md's group table), one line each.
+GROUP_HELP: dict[str, str] = {
+    "estimator": "advantage estimator",
+    "env": "environment",
+    "model": "policy: tiny (a small transformer trained from scratch) or a Hugging Face causal LM",
+    "rollout": "rollout engine, sampling and collection sizes (B groups x G envs)",
+    "loss": "clipped surrogate + KL to the reference + entropy bonus",
+    "exploration": "exploration bonus: a count-based novelty bonus as its own advantage stream, annealed; or none",
+    "trainer": "the iteration loop: iterations, PPO epochs, minibatches, optimizer, schedules",
+    "lightning": "where it runs: accelerator, devices, strategy, precision, threads",
+    "tracking": "MLflow store, experiment name and artifacts",
+    "sweeps": "a multirun definition from sweeps/ (off by default)",
+    "experiments": "an experiment override file from experiments/ (off by default)",
+}
+
+
 #: Packages whose every module may declare ``SCHEMAS`` ({"<group>/<option>": dataclass}) next to its class:
 #: an estimator or env module brings its own schema (``gigpo_lab.discovery``).
 SCHEMA_PACKAGES = ("gigpo_lab.algorithm", "gigpo_lab.envs")
@@ -47,19 +81,42 @@ SCHEMA_MODULES = (
     "gigpo_lab.training.schema",
     "gigpo_lab.tracking.schema",
 )
-#: The ConfigStore group that holds the schemas: ``schema/<group>/<option>``, never listed as an option of
-#: ``<group>``. An option extends its schema with ``defaults: [/schema/<group>/<option>@_here_, _self_]``.
+#: The ConfigStore group that holds every schema as ``schema/<group>/<option>``, never listed as an option of
+#: ``<group>``: a YAML option that sets values extends its schema with
+#: ``defaults: [/schema/<group>/<option>@_here_, _self_]`` (``conf/env/taxi.yaml``).
 SCHEMA_ROOT = "schema"
+#: A schema with this name is only a parent for other options (``env/base``, ``rollout/base``), not an option.
+BASE = "base"
 
 
 def register_schemas() -> None:
-    """Store every structured-config schema in Hydra's ConfigStore under ``schema/<group>`` (idempotent)."""
+    """Store every structured-config schema in Hydra's ConfigStore (idempotent): under ``schema/<group>``, and,
+    unless it is a ``base`` or ``conf/<group>/<option>.yaml`` exists (an option that sets values of its own),
+    as the option ``<group>/<option>`` itself, so that an option equal to its schema needs no YAML file.
+    Hydra lists these options with the files' when an option name is wrong."""
 
     from hydra.core.config_store import ConfigStore
 
+    store = ConfigStore.instance()
     for key, node in all_schemas().items():
         group, name = key.rsplit("/", 1)
-        ConfigStore.instance().store(group=f"{SCHEMA_ROOT}/{group}", name=name, node=node)
+        store.store(group=f"{SCHEMA_ROOT}/{group}", name=name, node=node)
+        if name != BASE and not (conf_dir() / group / f"{name}.yaml").is_file():
+            store.store(group=group, name=name, node=node)
+
+
+def config_groups() -> dict[str, list[str]]:
+    """Every config group of the lab (Hydra's own ``hydra/`` aside) and its options, sorted: the YAML files of
+    ``conf/<group>/`` and the schemas that are options themselves (``register_schemas``)."""
+    groups: dict[str, set[str]] = {}
+    for folder in conf_dir().iterdir():
+        if folder.is_dir() and folder.name != "hydra":
+            groups.setdefault(folder.name, set()).update(p.stem for p in folder.glob("*.yaml"))
+    for key in all_schemas():
+        group, name = key.rsplit("/", 1)
+        if name != BASE:
+            groups.setdefault(group, set()).add(name)
+    return {g: sorted(groups[g]) for g in sorted(groups)}
 
 
 def all_schemas() -> dict[str, type]:

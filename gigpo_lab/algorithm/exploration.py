@@ -64,7 +64,7 @@ from typing import Optional
 
 import torch
 
-from gigpo_lab.algorithm.base import check_real
+from gigpo_lab.algorithm.base import check_real, default_of
 from gigpo_lab.algorithm.grouping import group_normalize
 from gigpo_lab.algorithm.prepare import prepare_rows
 from gigpo_lab.algorithm.returns import discounted_returns
@@ -256,28 +256,27 @@ class CountBonusConfig:
     _target_: str = "gigpo_lab.algorithm.exploration.CountBonus"
     #: The bonus of a state seen once, >= 0; N(s') counts every arrival in the anchor s' over the whole run.
     #: 0.5 is the value measured in docs/WHY_RUNS_FAIL.md.
-    beta: float = 0.5
+    beta: float = default_of(CountBonus, "beta")  # type: ignore[assignment]
     #: true = pay the bonus only on a step into a state new to its episode (no pay for loops, invalid words or
     #: a long episode as such); false = on every step.
-    first_visit: bool = True
+    first_visit: bool = default_of(CountBonus, "first_visit")  # type: ignore[assignment]
     #: The annealing clock in collections (one per iteration): beta falls linearly to 0 at collection K and
-    #: stays 0 after it; 0 = no such clock. The default is the run's trainer.iterations, so the bonus fades
-    #: over the whole run and the last iterations optimise the env's own reward. With both clocks 0/null,
-    #: beta is constant. A run resumed with a larger trainer.iterations anneals over the new length.
-    anneal: int = "${oc.select:trainer.iterations,0}"  # type: ignore[assignment]
+    #: stays 0 after it; 0 = no such clock (exploration=count sets the run's trainer.iterations). With both
+    #: clocks 0/null, beta is constant. A run resumed with a larger trainer.iterations anneals over the new length.
+    anneal: int = default_of(CountBonus, "anneal")  # type: ignore[assignment]
     #: The clock in env steps: beta has fallen to 0 once this many step rows were collected; null or 0 = no
-    #: such clock. The default is the run's trainer.max_env_steps, so a run that a step budget ends anneals
-    #: over that budget (the earlier of the two clocks wins). Each rank counts only its own rows, so a run on
-    #: W ranks with a step budget should set it to trainer.max_env_steps / W.
-    anneal_env_steps: Optional[int] = "${oc.select:trainer.max_env_steps,null}"  # type: ignore[assignment]  # noqa: UP045
+    #: such clock (exploration=count sets the run's trainer.max_env_steps; the earlier of the two clocks wins).
+    #: Each rank counts only its own rows, so a run on W ranks with a step budget should set it to
+    #: trainer.max_env_steps / W.
+    anneal_env_steps: Optional[int] = default_of(CountBonus, "anneal_env_steps")  # type: ignore[assignment]  # noqa: UP045
     #: true = the bonus is its own advantage stream: the rewards stay the env's, each row's discounted
     #: bonus-to-go (gamma below) is whitened over the whole batch, and beta times that is added to the
     #: advantages of whichever estimator runs, the same per-row values for every estimator (no estimator's
     #: grouping enters it), so the exploration signal has one size whatever the env's reward scale.
     #: false = the bonus is added to the step rewards, which each estimator then processes its own way.
-    own_advantage: bool = True
+    own_advantage: bool = default_of(CountBonus, "own_advantage")  # type: ignore[assignment]
     #: gamma in [0, 1], the discount of the bonus-to-go in the stream (with own_advantage).
-    gamma: float = 0.95
+    gamma: float = default_of(CountBonus, "gamma")  # type: ignore[assignment]
 
 
 #: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).

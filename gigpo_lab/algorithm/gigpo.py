@@ -164,7 +164,7 @@ class GiGPO(Estimator):
 
 @dataclass
 class GiGPOSchema(GRPOSchema):
-    """The schema of ``conf/estimator/gigpo.yaml``: episode-level GRPO + omega x step-level anchor groups (see ``GiGPO``)."""
+    """The option ``estimator=gigpo``: episode-level GRPO + omega x step-level anchor groups (see ``GiGPO``)."""
 
     _target_: str = "gigpo_lab.algorithm.gigpo.GiGPO"
     #: omega >= 0, weight of the step-level advantage (paper: 1.0; 0 gives grpo exactly).

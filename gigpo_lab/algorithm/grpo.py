@@ -132,7 +132,7 @@ class GRPO(Estimator):
 
 @dataclass
 class GRPOSchema:
-    """The schema of ``conf/estimator/grpo.yaml``: group-normalised episode score (see ``GRPO``)."""
+    """The option ``estimator=grpo``: group-normalised episode score (see ``GRPO``)."""
 
     _target_: str = "gigpo_lab.algorithm.grpo.GRPO"
     #: mean_norm | mean_std_norm. mean_norm: x - mean; mean_std_norm: (x - mean) / (std + epsilon), unbiased std.

@@ -58,7 +58,7 @@ class ReinforcePP(Estimator):
 
 @dataclass
 class ReinforcePPSchema:
-    """The schema of ``conf/estimator/reinforce_pp.yaml``: REINFORCE++ with a group baseline (see ``ReinforcePP``)."""
+    """The option ``estimator=reinforce_pp``: REINFORCE++ with a group baseline (see ``ReinforcePP``)."""
 
     _target_: str = "gigpo_lab.algorithm.reinforce_pp.ReinforcePP"
     #: p >= 0, subtracted from the score of each invalid row.

@@ -51,7 +51,7 @@ class RLOO(Estimator):
 
 @dataclass
 class RLOOSchema:
-    """The schema of ``conf/estimator/rloo.yaml``: leave-one-out baseline (see ``RLOO``)."""
+    """The option ``estimator=rloo``: leave-one-out baseline (see ``RLOO``)."""
 
     _target_: str = "gigpo_lab.algorithm.rloo.RLOO"
     #: p >= 0, subtracted from the score of each invalid row.

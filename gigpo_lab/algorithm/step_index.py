@@ -81,7 +81,7 @@ class GiGPOStepIndex(Estimator):
 
 @dataclass
 class GiGPOStepIndexSchema:
-    """The schema of ``conf/estimator/gigpo_step_index.yaml``: the ms-swift PR #7364 variant (see ``GiGPOStepIndex``)."""
+    """The option ``estimator=gigpo_step_index``: the ms-swift PR #7364 variant (see ``GiGPOStepIndex``)."""
 
     _target_: str = "gigpo_lab.algorithm.step_index.GiGPOStepIndex"
     #: omega >= 0, weight of the mean step-index advantage.

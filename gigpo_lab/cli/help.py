@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from gigpo_lab.config_paths import conf_dir, config_root
+from gigpo_lab.config_paths import conf_dir, config_groups, config_root
 
 #: Widest line of the page.
 WIDTH = 100
@@ -53,11 +53,10 @@ def groups_text() -> str:
     """One entry per config group: its options in order, the default marked, wrapped to the page width."""
     defaults = _defaults()
     lines = []
-    for folder in sorted(p for p in conf_dir().iterdir() if p.is_dir() and p.name != "hydra"):
-        options = sorted(p.stem for p in folder.glob("*.yaml"))
-        default = defaults.get(folder.name)
+    for group, options in config_groups().items():
+        default = defaults.get(group)
         shown = [f"{o} (default)" if o == default else o for o in options]
-        lead = f"  {folder.name:<11} "
+        lead = f"  {group:<11} "
         lines.append(
             textwrap.fill(
                 ", ".join(shown),

@@ -1,20 +1,18 @@
 """``gigpo-lab docs``: write ``docs/CONFIG.md``, the parameter reference, from the configs themselves.
 
-Nothing in CONFIG.md is written by hand. For every config group (each folder of ``conf/``, plus
-``experiments/`` and ``sweeps/``), every option (each YAML file) and every key, it gives:
+Nothing in CONFIG.md is written by hand. For every config group (``config_paths.config_groups``, plus
+``experiments/`` and ``sweeps/``), every option and every key, it gives:
 
-- **type**: from the typed schema where the group has one (the composed config's typed nodes), else from
-  the default value (an interpolation is resolved to find it);
+- **type**: from the typed schema (the composed config's typed nodes);
 - **default**: the option's value as Hydra composes it (``compose_config``), unresolved;
-- **allowed**: the schema's Enum values (built from the constants the constructors check), else the
-  ``a | b | c`` alternatives the key's comment lists (untyped files: experiments, sweeps, hydra);
-- **meaning**: the schema field's ``#:`` comment (each key is documented once, in its schema), followed by
-  the option's own short YAML comment where it gives one ("Here: ..."); in untyped files, the key's YAML
-  comment (``comments.py``: the lines above the key and the inline comment).
+- **allowed**: the schema's Enum values (built from the constants the constructors check);
+- **meaning**: the schema field's ``#:`` comment: each key is documented once, in its schema (the run-level
+  keys in ``config_paths.RunKeys``). YAML comments are never read, but for a file's leading comment block,
+  its description.
 
 New groups, options and keys appear without any change here. ``gigpo-lab docs --check`` exits 1 when the
-committed file differs from what is generated (the test suite runs it). Modules: ``comments`` (YAML
-comments by key), ``collect`` (what each key is), ``render`` (the Markdown).
+committed file differs from what is generated (the test suite runs it). Modules: ``collect`` (what each key
+is), ``render`` (the Markdown).
 """
 
 from __future__ import annotations

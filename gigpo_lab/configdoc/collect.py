@@ -1,9 +1,14 @@
-"""Read every config group, option and key: type, default, allowed values and meaning (see the package doc).
+"""Read every config group, option and key from the schemas: type, default, allowed values and meaning.
 
-Options of the groups in ``conf/`` are composed with Hydra (``compose_config([f"{group}={option}"])``),
-so schemas, same-group parents (``trainer/gpu.yaml`` extends ``cpu``) and defaults are applied exactly as
-in a run; values are read unresolved (``${..temperature}`` stays as written). ``experiments/`` and
-``sweeps/`` hold ``# @package _global_`` override files: their keys are listed as written.
+Each option of a config group (``config_paths.config_groups``: the schemas stored as options and the YAML files
+of ``conf/<group>/``) is composed with Hydra (``compose_config([f"{group}={option}"])``), so schemas, parents and
+defaults apply exactly as in a run; values are read unresolved (``${..temperature}`` stays as written). A key's
+**meaning** is its schema field's ``#:`` comment, the one place a key is documented, found through the schema
+type of the composed node (``OmegaConf.get_type``); **allowed** lists the field's Enum values. An option's
+description is its schema's docstring, or for an option file its leading comment block (what the file is for;
+a key's YAML comment is a "why" of that file and is never read). The run-level keys of ``conf/config.yaml``
+are documented by ``config_paths.RunKeys``. ``experiments/``, ``sweeps/`` and Hydra's own groups are
+``# @package`` override files without a schema: they are listed as written, values only.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from gigpo_lab.config_paths import config_root
-from gigpo_lab.configdoc.comments import CommentedYaml, Key, dotted, parse_file
 
+Key = tuple[str | int, ...]
 #: Hydra's own keys of an instantiable node, with their meaning.
 HYDRA_KEYS: dict[str, str] = {
     "_target_": "The class or function that Hydra's instantiate calls with the other keys.",
@@ -26,7 +31,6 @@ HYDRA_KEYS: dict[str, str] = {
 }
 #: Folders of the config root (beside conf/) whose files are `# @package _global_` override files.
 GLOBAL_GROUPS = ("experiments", "sweeps")
-_TOKEN = r"[A-Za-z0-9_][A-Za-z0-9_.+\-]*"
 
 
 @dataclasses.dataclass
@@ -42,14 +46,15 @@ class Row:
 
 @dataclasses.dataclass
 class Option:
-    """One option (YAML file) of a group: where it is, its parsed comments, its keys and notes."""
+    """One option of a group: its file (None for a schema stored as the option), description, keys, notes."""
 
     group: str
     name: str
-    path: Path
-    parsed: CommentedYaml
+    path: Path | None
+    header: str
     rows: list[Row]
     notes: list[str]
+    typed: bool = True
 
 
 @dataclasses.dataclass
@@ -57,46 +62,32 @@ class Reference:
     """Everything CONFIG.md shows."""
 
     root: Path
-    top: CommentedYaml
-    defaults: dict[str, tuple[str, str]]  # group -> (default option, comment) from the root defaults list
+    defaults: dict[str, str]  # group -> default option, from the root defaults list
     run_keys: list[Row]
     hydra_keys: list[Row]
     groups: dict[str, list[Option]]
 
 
-def _strip_parens(text: str) -> str:
-    out, depth = [], 0
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")" and depth:
-            depth -= 1
-        elif not depth:
-            out.append(ch)
-    return "".join(out)
+def header(path: Path) -> tuple[str, str | None]:
+    """A config file's description (its leading comment block, joined) and its ``# @package`` (or None)."""
+    parts, package = [], None
+    for line in path.read_text().splitlines():
+        if not line.lstrip().startswith("#"):
+            break
+        text = line.lstrip()[1:].strip()
+        if text.startswith("@package"):
+            package = text.split(None, 1)[1].strip() if " " in text else ""
+        elif text:
+            parts.append(text)
+    return " ".join(parts), package
 
 
-def comment_choices(comment: str, default: object = None) -> list[str] | None:
-    """The alternatives a comment lists as ``a | b (why) | c = what; more``, or None if it lists none.
-
-    Parenthesised text is ignored and the list ends at the first ';'. The first alternative is what follows
-    the last ':' before the first '|'. Each alternative is one token, followed by nothing, '=' or ','. A
-    non-null default must be one of them; otherwise the '|' was prose and the result is None.
-    """
-    clause = _strip_parens(comment).split(";")[0]
-    if "|" not in clause:
-        return None
-    parts = clause.split("|")
-    parts[0] = parts[0].rsplit(":", 1)[-1]
-    found = []
-    for part in parts:
-        m = re.fullmatch(rf"\s*({_TOKEN})\s*(?:[=,].*)?", part)
-        if m is None:
-            return None
-        found.append(m.group(1))
-    if default is not None and plain(default) not in found:
-        return None
-    return found
+def dotted(path: Key) -> str:
+    """``("a", 0, "b")`` -> ``a[0].b``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
 def plain(value: object) -> str:
@@ -204,96 +195,6 @@ def _flatten(node, prefix: Key = ()):
             yield from _flatten(child, path)
 
 
-def _defaults_list(parsed: CommentedYaml) -> list[tuple[object, str]]:
-    """(entry value, comment) of a file's defaults list."""
-    return [(e.value, e.comment) for e in parsed.entries if len(e.path) == 2 and e.path[0] == "defaults"]
-
-
-def _lineage(group_dir: Path, name: str) -> tuple[list[CommentedYaml], list[str]]:
-    """The option and its same-group parents (nearest first), and the ConfigStore schemas they name."""
-    files, schemas, todo = [], [], [name]
-    while todo:
-        parsed = parse_file(group_dir / f"{todo.pop(0)}.yaml")
-        files.append(parsed)
-        for value, _ in _defaults_list(parsed):
-            if isinstance(value, str) and value != "_self_":
-                if value.startswith("/"):  # /schema/<group>/<option>@_here_: a ConfigStore schema
-                    schemas.append(value.split("@")[0].lstrip("/"))
-                else:  # a same-group parent, maybe placed (``gpu@lightning`` in a _global_ option)
-                    todo.append(value.split("@")[0])
-    return files, schemas
-
-
-def _index(data: Any, path: Key) -> Any:
-    for part in path:
-        data = data[part]
-    return data
-
-
-def group_option(group: str, path: Path) -> Option:
-    """One option of a ``conf/`` group, composed."""
-    from hydra.core.config_store import ConfigStore
-    from omegaconf import OmegaConf
-
-    from gigpo_lab.config_paths import compose_config
-
-    name = path.stem
-    lineage, schemas = _lineage(path.parent, name)
-    parsed = lineage[0]
-    cfg = compose_config([f"{group}={name}"])
-    package = parsed.package or group.replace("/", ".")
-    # a _global_ option (lightning/ddp also sets trainer.minibatch_size) lists its keys from the root
-    node = cfg if package == "_global_" else OmegaConf.select(cfg, package)
-    prefix = f"{group.replace('/', '.')}." if package == "_global_" else ""
-    raw = OmegaConf.to_container(node, resolve=False, enum_to_str=True)
-    notes, field_docs = [], {}
-    for schema in schemas:
-        cls = OmegaConf.get_type(ConfigStore.instance().load(f"{schema}.yaml").node)
-        field_docs.update({prefix + k: v for k, v in _schema_docs(cls).items()})
-        notes.append(
-            f"Typed schema `{cls.__module__}.{cls.__qualname__}`: a misspelt key or a bad value fails when "
-            "the config is composed."
-        )
-    for value, _ in _defaults_list(parsed):
-        if isinstance(value, str) and (path.parent / f"{value.split('@')[0]}.yaml").is_file():
-            notes.append(f"Extends `{group}={value.split('@')[0]}`: every key not listed here is as there.")
-    own = {e.path for e in parsed.entries}
-    inherited = {e.path for p in lineage[1:] for e in p.entries}
-    comments = [p.comments() for p in lineage]
-    order: dict[Key, int] = {}
-    for p in lineage:
-        for e in p.entries:
-            order.setdefault(e.path, len(order))
-    flat = sorted(enumerate(_flatten(node)), key=lambda x: order.get(x[1][0], len(order) + x[0]))
-    rows = []
-    for _, (key_path, child) in flat:
-        if key_path not in own and (key_path in inherited or len(lineage) > 1):
-            continue  # an option that extends another one of its group lists only what it changes
-        if isinstance(key_path[-1], int):
-            continue  # an item of a list of mappings: its keys have rows
-        key = dotted(key_path)
-        meaning = _meaning(key, field_docs, next((c[key_path] for c in comments if c.get(key_path)), ""))
-        value = _index(raw, key_path)
-        type_ = _node_type(cfg, key if package == "_global_" else f"{package}.{key}", child)
-        choices = _enum_choices(child)
-        if choices is None and type_ not in ("bool", "mapping", "list"):
-            choices = comment_choices(meaning, value)
-        default = "" if _holds_mappings(child) and value else flow(value)
-        rows.append(Row(key, type_, default, ", ".join(f"`{c}`" for c in choices or ()), meaning))
-    return Option(group, name, path, parsed, rows, notes)
-
-
-def _meaning(key: str, field_docs: dict[str, str], comment: str) -> str:
-    """A key's schema doc (or Hydra's meaning of ``_target_``-like keys), then the option's own short note."""
-    doc = field_docs.get(key) or HYDRA_KEYS.get(key.rsplit(".", 1)[-1], "")
-    parent = key.rsplit(".", 1)[0] if "." in key else ""
-    if not doc and parent in field_docs:
-        doc = f"An entry of `{parent}`."
-    if doc and comment:
-        return f"{doc} Here: {comment}"
-    return doc or comment
-
-
 def _enum_choices(node) -> tuple[str, ...] | None:
     from omegaconf.nodes import EnumNode
 
@@ -302,90 +203,150 @@ def _enum_choices(node) -> tuple[str, ...] | None:
     return None
 
 
-def _raw_type(value: object) -> str:
-    if value is None or value == "???":
-        return "—"
-    if isinstance(value, str) and "${" in value:
-        return "interpolation"
-    return {dict: "mapping", list: "list"}.get(type(value), type(value).__name__)
+def _written(data: Any, prefix: Key = ()):
+    """(path, value, holds_keys) of every key of a plain loaded YAML mapping, depth first (lists as values)."""
+    for key, value in data.items():
+        path = (*prefix, key)
+        yield path, value, isinstance(value, dict)
+        if isinstance(value, dict):
+            yield from _written(value, path)
 
 
-def raw_option(group: str, path: Path, *, typed: bool) -> Option:
-    """An option listed as written, not composed: an override file (``# @package _global_``, untyped), or an
-    option of one of Hydra's own groups (``conf/hydra/...``, typed from the values), whose schema comes from
-    a plugin that may not be installed, so that CONFIG.md does not depend on the machine."""
-    parsed = parse_file(path)
+def _doc(cls: type | None) -> str:
+    return " ".join((cls.__doc__ or "").split()) if dataclasses.is_dataclass(cls) else ""
+
+
+def group_option(group: str, name: str) -> Option:
+    """One option of a ``conf/`` group, composed."""
+    from omegaconf import OmegaConf
+
+    from gigpo_lab.config_paths import compose_config, conf_dir
+
+    path = conf_dir() / group / f"{name}.yaml"
+    path = path if path.is_file() else None
+    description, package = header(path) if path else ("", None)
+    written = OmegaConf.to_container(OmegaConf.load(path), resolve=False) if path else {}
+    parents = [d for d in written.pop("defaults", []) if isinstance(d, str) and d != "_self_"]
+    cfg = compose_config([f"{group}={name}"])
+    if package == "_global_":  # lightning/ddp also sets trainer.minibatch_size: its keys from the root
+        tops = [k for k in written if k in cfg]
+        nodes = {f"{k}.": cfg._get_node(k) for k in tops}
+    else:
+        nodes = {"": cfg._get_node(group)}
+    docs, notes = {}, []
+    for prefix, node in nodes.items():
+        cls = OmegaConf.get_type(node)
+        docs.update(_schema_docs(cls, prefix))
+        if prefix == "":
+            description = description or _doc(cls)
+        notes.append(
+            f"Typed schema `{cls.__module__}.{cls.__qualname__}`"
+            + (f" (at `{prefix.rstrip('.')}`)" if prefix else "")
+            + ": a misspelt key or a bad value fails when the config is composed."
+        )
+    same_group = [p.split("@")[0] for p in parents if not p.startswith("/")]
+    for parent in same_group:
+        notes.append(f"Extends `{group}={parent}`: every key not listed here is as there.")
+    if path is None:
+        notes.append("No YAML file: the schema is the option (`gigpo_lab.config_paths.register_schemas`).")
+    own = {p for p, _, _ in _written(written)}
+    rows = []
+    for prefix, node in nodes.items():
+        raw = OmegaConf.to_container(node, resolve=False, enum_to_str=True)
+        for key_path, child in _flatten(node):
+            full = (*prefix.rstrip(".").split("."), *key_path) if prefix else key_path
+            if (same_group or package == "_global_") and full not in own:
+                continue  # an option that extends another one of its group lists only what it changes
+            if isinstance(key_path[-1], int):
+                continue  # an item of a list of mappings: its keys have rows
+            key = dotted(full)
+            meaning = docs.get(key) or HYDRA_KEYS.get(key.rsplit(".", 1)[-1], "")
+            parent = key.rsplit(".", 1)[0] if "." in key else ""
+            if not meaning and parent in docs:
+                meaning = f"An entry of `{parent}`."
+            value = _index(raw, key_path)
+            full_key = key if package == "_global_" else f"{group}.{key}"
+            type_ = _node_type(cfg, full_key, child)
+            choices = _enum_choices(child)
+            default = "" if _holds_mappings(child) and value else flow(value)
+            rows.append(Row(key, type_, default, ", ".join(f"`{c}`" for c in choices or ()), meaning))
+    return Option(group, name, path, description, rows, notes)
+
+
+def _index(data: Any, path: Key) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def raw_option(group: str, path: Path) -> Option:
+    """A file listed as written, not composed: an override file of experiments/ or sweeps/ (``# @package
+    _global_``), or an option of one of Hydra's own groups (``conf/hydra/...``), whose schema comes from a
+    plugin that may not be installed, so that CONFIG.md does not depend on the machine."""
+    from omegaconf import OmegaConf
+
+    description, package = header(path)
+    written = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
     rows, notes = [], []
-    for e in parsed.entries:
-        if e.path == ("defaults",) or isinstance(e.path[-1], int) and e.path[0] != "defaults":
-            continue
-        if e.path[0] == "defaults":
-            value = (
-                e.value if isinstance(e.value, str) else ", ".join(f"{k}: {v}" for k, v in e.value.items())
-            )
-            if typed:
-                why = f": {e.comment.rstrip('.')}" if e.comment else ""
-                notes.append(f"Starts from `{value}`{why}.")
-            else:
-                rows.append(Row("defaults", "", str(value), "", e.comment))
-        elif typed:
-            type_ = _raw_type(e.value)
-            choices = (
-                comment_choices(e.comment, e.value) if type_ not in ("bool", "mapping", "list") else None
-            )
-            default = "" if e.container and e.value else flow(e.value)
-            rows.append(
-                Row(dotted(e.path), type_, default, ", ".join(f"`{c}`" for c in choices or ()), e.comment)
-            )
-        elif not e.container:
-            rows.append(Row(dotted(e.path), "", flow(e.value), "", e.comment))
-    if typed:
-        package = parsed.package or group.replace("/", ".")
-        notes.insert(0, f"An option of Hydra's `{group}` group (package `{package}`), listed as written.")
-    return Option(group, path.stem, path, parsed, rows, notes)
+    for entry in written.pop("defaults", []):
+        value = entry if isinstance(entry, str) else ", ".join(f"{k}: {v}" for k, v in entry.items())
+        if value != "_self_":
+            rows.append(Row("defaults", "", str(value), "", ""))
+    for key_path, value, holds_keys in _written(written):
+        if not holds_keys or not value:
+            rows.append(Row(dotted(key_path), "", flow(value), "", ""))
+    if group not in GLOBAL_GROUPS:
+        notes.append(
+            f"An option of Hydra's `{group}` group (package `{package or group.replace('/', '.')}`)."
+        )
+    return Option(group, path.stem, path, description, rows, notes, typed=False)
 
 
-def _root_rows(root: Path, top: CommentedYaml) -> tuple[list[Row], list[Row]]:
-    """The root config's run-level keys (typed from the composed default config) and its hydra keys."""
-    from gigpo_lab.config_paths import compose_config
+def _root_rows(conf: Path) -> tuple[list[Row], list[Row], dict[str, str]]:
+    """The run-level keys (``RunKeys``: meaning and type; default: the composed config), the root's hydra keys
+    as written, and the default option of each group."""
+    from omegaconf import OmegaConf
+
+    from gigpo_lab.config_paths import RunKeys, compose_config
 
     cfg = compose_config([])
-    run, hydra = [], []
-    for e in top.entries:
-        if e.path[0] == "defaults" or e.container or isinstance(e.path[-1], int):
-            continue
-        if e.path[0] == "hydra":
-            hydra.append(Row(dotted(e.path), "", flow(e.value), "", e.comment))
-            continue
-        type_ = _node_type(cfg, dotted(e.path), cfg._get_node(e.path[0]))
-        choices = comment_choices(e.comment, e.value) if type_ not in ("bool",) else None
-        run.append(
-            Row(dotted(e.path), type_, flow(e.value), ", ".join(f"`{c}`" for c in choices or ()), e.comment)
-        )
-    return run, hydra
+    docs = _schema_docs(RunKeys)
+    run = []
+    for f in dataclasses.fields(RunKeys):
+        type_ = _node_type(cfg, f.name, cfg._get_node(f.name))
+        run.append(Row(f.name, type_, flow(cfg[f.name]), "", docs.get(f.name, "")))
+    written = OmegaConf.to_container(OmegaConf.load(conf / "config.yaml"), resolve=False)
+    defaults = {}
+    for entry in written.get("defaults", []):
+        if isinstance(entry, dict):
+            ((group, option),) = entry.items()
+            if not group.startswith("override"):
+                defaults[group] = plain(option)
+    hydra = [
+        Row(dotted(("hydra", *p)), "", flow(v), "", "")
+        for p, v, holds in _written(written.get("hydra", {}))
+        if not holds
+    ]
+    return run, hydra, defaults
 
 
 def collect(root: Path | None = None) -> Reference:
-    """Every group (in the root defaults order, then by name), option (by name) and key (in file order)."""
+    """Every group (in the root defaults order, then by name), option (by name) and key."""
+    from gigpo_lab.config_paths import config_groups
+
     root = root or config_root()
     conf = root / "conf"
-    top = parse_file(conf / "config.yaml")
-    defaults = {}
-    for value, comment in _defaults_list(top):
-        if isinstance(value, dict):
-            ((group, option),) = value.items()
-            defaults[group] = (plain(option), comment)
-    groups: dict[str, list[Option]] = {}
-    for path in sorted(conf.rglob("*.yaml")):
-        if path.parent != conf:
-            group = path.parent.relative_to(conf).as_posix()
-            hydra_own = group.split("/")[0] == "hydra"
-            option = raw_option(group, path, typed=True) if hydra_own else group_option(group, path)
-            groups.setdefault(group, []).append(option)
+    run_keys, hydra_keys, defaults = _root_rows(conf)
+    groups: dict[str, list[Option]] = {
+        group: [group_option(group, name) for name in names] for group, names in config_groups().items()
+    }
+    for path in sorted((conf / "hydra").rglob("*.yaml")):
+        groups.setdefault(path.parent.relative_to(conf).as_posix(), []).append(
+            raw_option(path.parent.relative_to(conf).as_posix(), path)
+        )
     for group in GLOBAL_GROUPS:
         for path in sorted((root / group).glob("*.yaml")):
-            groups.setdefault(group, []).append(raw_option(group, path, typed=False))
+            groups.setdefault(group, []).append(raw_option(group, path))
     order = list(defaults)
     ranked = sorted(groups, key=lambda g: (order.index(g) if g in order else len(order), g))
-    run_keys, hydra_keys = _root_rows(root, top)
-    return Reference(root, top, defaults, run_keys, hydra_keys, {g: groups[g] for g in ranked})
+    return Reference(root, defaults, run_keys, hydra_keys, {g: groups[g] for g in ranked})

@@ -25,24 +25,24 @@ PEFT_PREFIX = "base_model.model."
 BASE_LAYER = ".base_layer"
 
 
-@dataclass(frozen=True)
+@dataclass
 class LoraSettings:
-    """``model.lora`` of the config (see ``conf/model/hf.yaml``).
+    """LoRA adapters through peft: with them on, only the adapters train and the KL reference is the base
+    model (adapters disabled, no copy). The schema of ``model.lora`` (``gigpo_lab/policy/schema.py``) and
+    what ``build_hf_policy`` takes: each default is written here once."""
 
-    Attributes:
-        enabled: wrap the model in LoRA adapters; False trains every weight.
-        r: adapter rank (>= 1). alpha: scale numerator, the update is ``(alpha / r) B A``.
-        dropout: dropout on the adapters' input while training (0 = off).
-        target_modules: module names to adapt (e.g. ``[q_proj, v_proj]``), or ``"all-linear"`` (every linear
-            layer but the output head).
-        seed: initialisation seed of the adapters' A matrices (B starts at 0); the global RNG is left untouched.
-    """
-
+    #: Wrap the model in LoRA adapters; false = every weight trains.
     enabled: bool = False
+    #: Adapter rank, >= 1.
     r: int = 8
-    alpha: float = 16.0
+    #: Scale numerator: the update is (alpha / r) B A.
+    alpha: int = 16
+    #: Dropout on the adapters' input while training, in [0, 1).
     dropout: float = 0.0
+    #: Modules to adapt: all-linear (every linear layer but the head) or a list, e.g. [q_proj, v_proj].
     target_modules: Any = "all-linear"
+    #: Seed of the adapters' A matrices (B starts at 0; the global RNG is left untouched); in the config the
+    #: run seed.
     seed: int = 0
 
     @classmethod

@@ -1,7 +1,7 @@
 """Typed schemas of the ``model`` config group: the tiny from-scratch policy, and the Hugging Face chat
 models (``hf``: any local folder; ``smollm2_135m``: the bundled SmolLM2, on the same base).
 
-``conf/model/<option>.yaml`` extends its schema (``defaults: [/schema/model/<option>@_here_, _self_]``).
+Each schema is its option (``model=tiny``: ``config_paths.register_schemas``), with no YAML file.
 ``_partial_``: the trainer passes ``vocabulary=`` (the env's words; the HF models ignore it). A misspelt
 key or a value of the wrong type or outside a choice fails when the config is composed.
 """
@@ -9,12 +9,13 @@ key or a value of the wrong type or outside a choice fails when the config is co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 from omegaconf import MISSING
 
 from gigpo_lab.choices import choice_enum
 from gigpo_lab.policy.hf import DTYPES
+from gigpo_lab.policy.lora import LoraSettings
 from gigpo_lab.policy.tiny import PROMPT_SOURCES
 
 PromptSource = choice_enum("PromptSource", PROMPT_SOURCES, __name__)
@@ -56,25 +57,6 @@ class TinyConfig:
 
 
 @dataclass
-class LoraConfig:
-    """LoRA adapters through peft: with them on, only the adapters train and the KL reference is the base
-    model (adapters disabled, no copy)."""
-
-    #: Wrap the model in LoRA adapters; false = every weight trains.
-    enabled: bool = False
-    #: Adapter rank, >= 1.
-    r: int = 8
-    #: Scale numerator: the update is (alpha / r) B A.
-    alpha: int = 16
-    #: Dropout on the adapters' input while training.
-    dropout: float = 0.0
-    #: Modules to adapt: all-linear (every linear layer but the head) or a list, e.g. [q_proj, v_proj].
-    target_modules: Any = "all-linear"
-    #: Adapter initialisation seed (default: the run seed).
-    seed: int = RUN_SEED  # type: ignore[assignment]
-
-
-@dataclass
 class ChatModelConfig:
     """What every Hugging Face causal LM option takes (``gigpo_lab/policy/hf.py``); the prompt is the
     tokenizer's chat template: system prompt, the last turns, the current observation."""
@@ -93,7 +75,8 @@ class ChatModelConfig:
     response_prefix: Optional[str] = None  # noqa: UP045
     #: Recompute activations in backward: less memory, more time.
     gradient_checkpointing: bool = False
-    lora: LoraConfig = field(default_factory=LoraConfig)
+    #: LoRA adapters (``gigpo_lab.policy.lora.LoraSettings``; its seed is the run seed here).
+    lora: LoraSettings = field(default_factory=lambda: LoraSettings(seed=RUN_SEED))  # type: ignore[arg-type]
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Typed schemas of the ``rollout`` config group: sampling and collection sizes (shared by every engine),
 plus the engine node of each option.
 
-``conf/rollout/<option>.yaml`` extends its schema (``defaults: [/schema/rollout/<option>@_here_, _self_]``).
+Each schema is its option (``rollout=torch``: ``config_paths.register_schemas``), with no YAML file;
+``rollout/base`` is only a parent for an option whose engine has keys of its own.
 The trainer builds the engine with ``instantiate(cfg.rollout.engine)(policy=policy)`` and reads the
 collection sizes for the ``Collector``. A misspelt key or a value of the wrong type fails when the config is
 composed.

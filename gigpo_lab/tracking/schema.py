@@ -1,4 +1,4 @@
-"""Typed schema of the ``tracking`` config group (``conf/tracking/mlflow.yaml`` extends it)."""
+"""Typed schema of the ``tracking`` config group: the option ``tracking=mlflow`` itself (no YAML file)."""
 
 from __future__ import annotations
 

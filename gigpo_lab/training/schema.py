@@ -1,8 +1,7 @@
 """Typed schemas of the ``loss``, ``trainer`` and ``lightning`` config groups.
 
-``conf/loss/ppo.yaml``, ``conf/trainer/default.yaml`` and ``conf/lightning/cpu.yaml`` extend them
-(``defaults: [/schema/<group>/<option>@_here_, _self_]``); ``lightning/gpu`` and ``lightning/ddp`` extend
-``cpu`` and set only what differs. A misspelt key or a value of the wrong type or outside a choice fails when
+Each is its option (``loss=ppo``, ``trainer=default``, ``lightning=cpu``; ``config_paths.register_schemas``),
+with no YAML file; ``conf/lightning/gpu.yaml`` and ``ddp.yaml`` extend ``cpu`` and set only what differs. A misspelt key or a value of the wrong type or outside a choice fails when
 the config is composed.
 
 ``trainer`` holds the algorithm's loop (iterations, PPO epochs, minibatches, optimizer, gradient clipping,

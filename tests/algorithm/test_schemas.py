@@ -1,5 +1,6 @@
-"""conf/estimator/*.yaml and their schemas: they compose, instantiate the registered class, agree on
-defaults, document every key, and refuse misspelt keys at compose time."""
+"""The estimator options and their schemas: every schema is its option (no YAML file), composes,
+instantiates the registered class, takes its defaults from the constructor, documents every key, and refuses
+misspelt keys at compose time."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from gigpo_lab.algorithm import available_estimators, build_estimator, get_estimator_class
-from gigpo_lab.config_paths import all_schemas, register_schemas
+from gigpo_lab.config_paths import all_schemas, config_groups, register_schemas
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 NAMES = available_estimators()
@@ -35,7 +35,8 @@ def signature_defaults(name: str) -> dict:
 
 
 def test_every_registered_estimator_has_a_config_and_a_schema():
-    assert sorted(p.stem for p in (CONF / "estimator").glob("*.yaml")) == sorted(NAMES)
+    assert config_groups()["estimator"] == sorted(NAMES)
+    assert not (CONF / "estimator").exists(), "an option equal to its schema needs no YAML file"
     assert sorted(SCHEMAS) == sorted(f"estimator/{n}" for n in NAMES)
 
 
@@ -62,10 +63,8 @@ def test_the_loss_puts_the_kl_where_the_estimator_says_unless_told(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_yaml_schema_and_constructor_agree_on_keys_and_defaults(name):
-    """The YAML option only names its schema; the schema's defaults are the constructor's, every one."""
-    yaml = OmegaConf.to_container(OmegaConf.load(CONF / "estimator" / f"{name}.yaml"))
-    assert yaml == {"defaults": [f"/schema/estimator/{name}@_here_", "_self_"]}
+def test_schema_and_constructor_agree_on_keys_and_defaults(name):
+    """The option is its schema; the schema's defaults are the constructor's, every one."""
     schema = {f.name: f.default for f in dataclasses.fields(SCHEMAS[f"estimator/{name}"])}
     cls = get_estimator_class(name)
     assert schema.pop("_target_") == f"{cls.__module__}.{cls.__qualname__}"
@@ -118,3 +117,13 @@ def test_a_bad_choice_fails_at_compose_time_with_the_allowed_values():
     with pytest.raises(ConfigCompositionException) as err:
         compose_estimator("grpo", ["estimator.episode_singleton=none"])
     assert "expected one of [raw, zero]" in str(err.value.__cause__)
+
+
+def test_the_count_bonus_schema_takes_every_default_from_the_constructor():
+    """One default per setting: the schema's defaults are CountBonus's own; the option exploration=count links
+    the two annealing clocks to the run's length (a value of the option, not a second default)."""
+    from gigpo_lab.algorithm.exploration import CountBonus, CountBonusConfig
+
+    schema = {f.name: f.default for f in dataclasses.fields(CountBonusConfig) if f.name != "_target_"}
+    sig = inspect.signature(CountBonus.__init__).parameters
+    assert schema == {k: p.default for k, p in sig.items() if k != "self"}

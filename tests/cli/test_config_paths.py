@@ -8,10 +8,10 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError
 
-from gigpo_lab.config_paths import compose_config, conf_dir
+from gigpo_lab.config_paths import compose_config, config_groups
 
-GROUPS = sorted(p.name for p in conf_dir().iterdir() if p.is_dir())
-OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((conf_dir() / g).glob("*.yaml"))]
+GROUPS = config_groups()
+OPTIONS = [(g, o) for g, options in GROUPS.items() for o in options]
 
 
 def test_every_group_of_the_design_exists():
@@ -51,17 +51,21 @@ def test_unknown_option_lists_the_valid_ones(override):
     assert "Available options" in str(err.value)
 
 
-@pytest.mark.parametrize("group", ["estimator", "rollout", "loss"])
+@pytest.mark.parametrize("group", ["estimator", "rollout", "loss", "env", "lightning"])
 def test_option_lists_show_only_real_options(group):
-    """The schemas live in ``schema/<group>``: a typo lists the YAML options and nothing else."""
+    """A typo lists every option, the YAML files and the schemas stored as options alike, and nothing else
+    (not the ``schema/<group>`` copies, not a ``base``)."""
     with pytest.raises(ConfigCompositionException) as err:
         compose_config([f"{group}=nope"])
     text = str(err.value).split(f"Available options in '{group}':")[1].split("Config search path")[0]
     listed = {line.strip() for line in text.splitlines() if line.strip()}
-    assert listed == {p.stem for p in (conf_dir() / group).glob("*.yaml")}
+    assert listed == set(GROUPS[group])
 
 
-@pytest.mark.parametrize("override", ["estimator=gigpo_schema", "loss=ppo_schema", "rollout=torch_schema"])
+@pytest.mark.parametrize(
+    "override",
+    ["estimator=gigpo_schema", "loss=ppo_schema", "rollout=torch_schema", "env=base", "rollout=base"],
+)
 def test_a_schema_is_not_an_option(override):
     with pytest.raises(ConfigCompositionException, match="Could not find"):
         compose_config([override])

@@ -1,17 +1,19 @@
-"""docs/CONFIG.md cannot drift: it equals what `gigpo-lab docs` generates, every key of every config file
-has a comment (the house rule) and appears in it, and the choices the comments list agree with the code."""
+"""docs/CONFIG.md cannot drift: it equals what `gigpo-lab docs` generates from the schemas, every key of
+every option is documented there once (its schema's ``#:`` comment) and appears in it, and every choice is an
+Enum of its schema."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from gigpo_lab import configdoc
-from gigpo_lab.config_paths import all_schemas, config_root
+from gigpo_lab.config_paths import RunKeys, all_schemas, compose_config, config_groups, config_root
 from gigpo_lab.configdoc import generate, main
-from gigpo_lab.configdoc.collect import comment_choices
-from gigpo_lab.configdoc.comments import dotted, missing_comments, parse, parse_file
+from gigpo_lab.configdoc.collect import _written, dotted
 
 ROOT = config_root()
 CONFIG_MD = ROOT / "docs" / "CONFIG.md"
@@ -19,9 +21,6 @@ YAML_FILES = sorted(
     [*ROOT.glob("conf/**/*.yaml"), *ROOT.glob("experiments/*.yaml"), *ROOT.glob("sweeps/*.yaml")]
 )
 
-#: Keys known to lack a comment, reported to their owners (not edited here). The test fails when one of
-#: them gets its comment, so that this list only shrinks.
-KNOWN_MISSING: set[tuple[str, str]] = set()
 #: The groups typed by a schema: their keys are documented there (``#:``), not in the YAML.
 TYPED_GROUPS = {key.split("/")[0] for key in all_schemas()}
 
@@ -59,18 +58,20 @@ def test_every_key_of_a_typed_option_is_documented_in_its_schema(generated):
     assert "**(no comment)**" not in generated
 
 
-def test_every_key_of_every_untyped_config_file_has_a_comment():
-    found = set()
-    for path in YAML_FILES:
-        if path.parent.parent == ROOT / "conf" and path.parent.name in TYPED_GROUPS:
-            continue  # documented in the schema
-        parsed = parse_file(path)
-        for key in missing_comments(parsed, root_config=_rel(path) == "conf/config.yaml"):
-            found.add((_rel(path), dotted(key)))
-    new = sorted(found - KNOWN_MISSING)
-    fixed = sorted(KNOWN_MISSING - found)
-    assert not new, f"keys without a comment (house rule: say what each key is, inline or above): {new}"
-    assert not fixed, f"these keys have a comment now; remove them from KNOWN_MISSING: {fixed}"
+def test_the_run_level_keys_are_documented_once():
+    """RunKeys documents the root's own keys (their values are set in conf/config.yaml, once)."""
+    root = OmegaConf.load(ROOT / "conf" / "config.yaml")
+    own = {k for k in root if k not in ("defaults", "hydra")}
+    assert own == {f.name for f in dataclasses.fields(RunKeys)}
+    assert all(not hasattr(RunKeys, f.name) for f in dataclasses.fields(RunKeys)), "RunKeys holds no default"
+    assert set(compose_config()) >= own
+
+
+def test_no_config_file_is_only_a_shell():
+    """An option equal to its schema is the schema itself (stored as the option), never a file that names it."""
+    for path in ROOT.glob("conf/*/*.yaml"):
+        written = OmegaConf.to_container(OmegaConf.load(path))
+        assert set(written) - {"defaults"}, f"{_rel(path)} sets nothing: delete it, its schema is the option"
 
 
 def _section(text: str, heading: str) -> str:
@@ -80,25 +81,26 @@ def _section(text: str, heading: str) -> str:
 
 
 @pytest.mark.parametrize("path", [p for p in YAML_FILES if p.parent.name != "conf"], ids=_rel)
-def test_every_key_of_every_option_is_in_config_md(path, generated):
+def test_every_key_of_every_option_file_is_in_config_md(path, generated):
     in_conf = path.is_relative_to(ROOT / "conf")
     group = path.parent.relative_to(ROOT / "conf").as_posix() if in_conf else path.parent.name
     section = _section(generated, f"### `{group}={path.stem}`")
     assert f"`{_rel(path)}`" in section
-    for entry in parse_file(path).entries:
-        if (
-            entry.path[0] == "defaults"
-            or isinstance(entry.path[-1], int)
-            or (entry.container and not in_conf)
-        ):
-            continue
-        assert f"`{dotted(entry.path)}`" in section, f"{_rel(path)}: {dotted(entry.path)} missing"
+    written = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+    written.pop("defaults", None)
+    for key, value, holds_keys in _written(written):
+        if not (holds_keys and value):
+            assert f"`{dotted(key)}`" in section, f"{_rel(path)}: {dotted(key)} missing"
 
 
 def test_every_group_and_option_is_listed(generated):
+    listed = generated.split("### Run-level keys")[0]
+    for group, options in config_groups().items():
+        for option in options:
+            assert f"`{option}`" in listed and f"### `{group}={option}`" in generated
     for path in YAML_FILES:
         if path.parent.name != "conf":
-            assert f"`{path.stem}`" in generated.split("### Run-level keys")[0]
+            assert f"`{path.stem}`" in listed
 
 
 #: (option override, dotted key): the choice fields; each must be an enum of its schema.
@@ -130,97 +132,3 @@ def test_choice_fields_are_enums(option, key):
     cfg = compose_config([option])
     parent, _, leaf = f"{group}.{key}".rpartition(".")
     assert isinstance(OmegaConf.select(cfg, parent)._get_node(leaf), EnumNode)
-
-
-# --- the comment parser and the choice extraction ----------------------------------------------------------
-
-SAMPLE = """\
-# @package _global_
-# The file's header,
-# on two lines.
-defaults:
-  - base_schema  # typed schema
-  - override /env: frozenlake  # why this env
-  - _self_
-
-# Above a key,
-# on two lines.
-name: frozenlake
-url: "http://x#y"  # after a quoted value with a hash
-empty:  # null, with a comment
-optimizer:  # a container
-  lr: 0.001  # the rate
-  # above a nested key
-  nested: [a, b]  # a flow list
-text: |  # a block scalar
-  line one
-classes:  # a list of mappings
-  - _target_: get_class  # first key of an item
-    path: some.Class
-  - plain item
-no_comment: 1
-
-separated: 2
-"""
-
-
-def test_parser_reads_both_comment_styles_and_the_header():
-    parsed = parse(SAMPLE)
-    c = {dotted(k): v for k, v in parsed.comments().items()}
-    assert parsed.header == "The file's header, on two lines."
-    assert parsed.package == "_global_"
-    assert (
-        c["defaults[0]"] == "typed schema" and c["defaults[1]"] == "why this env" and c["defaults[2]"] == ""
-    )
-    assert c["name"] == "Above a key, on two lines."
-    assert c["url"] == "after a quoted value with a hash"
-    assert c["empty"] == "null, with a comment"
-    assert c["optimizer"] == "a container" and c["optimizer.lr"] == "the rate"
-    assert c["optimizer.nested"] == "above a nested key a flow list"
-    assert c["text"] == "a block scalar"
-    assert c["classes"] == "a list of mappings" and c["classes[0]._target_"] == "first key of an item"
-    assert c["classes[0].path"] == "" and c["no_comment"] == "" and c["separated"] == ""
-    values = {dotted(e.path): e.value for e in parsed.entries}
-    assert (
-        values["url"] == "http://x#y" and values["empty"] is None and values["optimizer.nested"] == ["a", "b"]
-    )
-
-
-def test_missing_comments_rules():
-    parsed = parse(SAMPLE)
-    as_global = {dotted(k) for k in missing_comments(parsed)}
-    assert as_global == {"classes[0].path", "no_comment", "separated"}  # containers open paths here
-    parsed.package = None
-    assert {dotted(k) for k in missing_comments(parsed)} == as_global  # every container here has a comment
-    bare = parse("group:\n  key: 1  # c\n")
-    assert [dotted(k) for k in missing_comments(bare)] == ["group"]
-    assert missing_comments(bare, root_config=True) == []
-
-
-@pytest.mark.parametrize(
-    ("comment", "default", "expected"),
-    [
-        (
-            "mean_norm (x - mean) | mean_std_norm ((x - mean)/(std + eps)); default mean_norm",
-            "mean_norm",
-            ["mean_norm", "mean_std_norm"],
-        ),
-        (
-            "Lightning precision: 32-true | bf16-mixed | bf16-true",
-            "32-true",
-            ["32-true", "bf16-mixed", "bf16-true"],
-        ),
-        (
-            "KL default: false = KL loss term (gigpo default) | true = KL in the reward",
-            False,
-            ["false", "true"],
-        ),
-        ("raw (mean 0, std 1: the raw score) | zero; for a group of one", "raw", ["raw", "zero"]),
-        ("null = exact anchor ids | a difflib ratio in (0, 1)", None, None),
-        ("modules to adapt: all-linear | a list, e.g. [q_proj, v_proj]", "all-linear", None),
-        ("cpu | gpu", "tpu", None),
-        ("no alternatives here", "x", None),
-    ],
-)
-def test_comment_choices(comment, default, expected):
-    assert comment_choices(comment, default) == expected

@@ -56,16 +56,3 @@ def test_rollout_typos_fail_at_compose_time(tmp_path, typo):
     """A misspelt rollout key in a config file (as an experiment file would write it) is refused."""
     with pytest.raises((ConfigCompositionException, ConfigKeyError), match="temprature|top_k"):
         compose_groups(tmp_path, "tiny", extra=typo)
-
-
-@pytest.mark.parametrize("group", ["model", "rollout"])
-def test_every_key_has_a_comment(group):
-    for path in (CONF / group).glob("*.yaml"):
-        for line in path.read_text().splitlines():
-            if (
-                line
-                and not line.lstrip().startswith(("#", "-"))
-                and ":" in line
-                and not line.rstrip().endswith(":")
-            ):
-                assert "#" in line, f"{path.name}: uncommented key {line!r}"
