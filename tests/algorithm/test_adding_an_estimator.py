@@ -27,7 +27,7 @@ def lab(tmp_path, monkeypatch):
     """The lab with the recipe's two files added (in tmp_path); the registries restored afterwards."""
     written = doc_blocks.add_lab_files(DOC.read_text(), HEADING, tmp_path)
     assert written == [f"conf/estimator/{NAME}.yaml", f"gigpo_lab/algorithm/{NAME}.py"]
-    extra = str(tmp_path / "gigpo_lab" / "advantages")
+    extra = str(tmp_path / "gigpo_lab" / "algorithm")
     monkeypatch.setattr(advantages_package, "__path__", [*advantages_package.__path__, extra])
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     yield doc_blocks.lab_search_path(tmp_path)
