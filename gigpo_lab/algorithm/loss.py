@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
+
+from gigpo_lab.algorithm.base import default_of
+from gigpo_lab.choices import choice_enum
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
 
@@ -199,3 +203,39 @@ class PolicyLoss:
             clipfrac = (clipped.to(logp.dtype) * m).sum() / n
             approx_kl = (0.5 * (logp - old_logp).square() * m).sum() / n
         return LossOutput(loss, pg_loss.detach(), kl.detach(), ent.detach(), clipfrac, approx_kl)
+
+
+Aggregation = choice_enum("Aggregation", AGGREGATIONS, __name__)
+KLEstimator = choice_enum("KLEstimator", KL_ESTIMATORS, __name__)
+
+
+@dataclass
+class LossConfig:
+    """The policy loss (``gigpo_lab.algorithm.loss.PolicyLoss``): PPO clipped surrogate + KL to the reference
+    + entropy bonus."""
+
+    _target_: str = "gigpo_lab.algorithm.loss.PolicyLoss"
+    #: epsilon_low: the ratio is clipped at 1 - clip_low (PPO's 0.2).
+    clip_low: float = default_of(PolicyLoss, "clip_low")
+    #: epsilon_high: the ratio is clipped at 1 + clip_high (DAPO uses 0.28).
+    clip_high: float = default_of(PolicyLoss, "clip_high")
+    #: How token losses become one number: the mean over all tokens, or per sequence (mean or sum of its
+    #: tokens) then the mean over sequences.
+    aggregation: Aggregation = Aggregation[default_of(PolicyLoss, "aggregation")]
+    #: beta of the KL to the frozen reference; 0 = no reference (a from-scratch policy's reference would be
+    #: its random init); the GiGPO paper's LLM runs use 0.01.
+    kl_coef: float = default_of(PolicyLoss, "kl_coef")
+    #: KL estimator (Schulman's k1, k2, k3); k3 = low_var_kl, verl's default for GRPO/GiGPO.
+    kl_estimator: KLEstimator = KLEstimator[default_of(PolicyLoss, "kl_estimator")]
+    #: true = subtract beta * KL from the step reward instead of a loss term; null = the estimator's own
+    #: default (its class attribute kl_in_reward: true for rloo and reinforce_pp, false for the others).
+    kl_in_reward: Optional[bool] = default_of(PolicyLoss, "kl_in_reward")  # noqa: UP045 (OmegaConf reads typing.Optional)
+    #: Weight of the entropy bonus subtracted from the loss; 0 = off, the default: the count bonus of
+    #: ``exploration`` does the exploring, and a fixed entropy bonus under Adam keeps pushing a policy whose
+    #: groups are all flat towards uniform, so GRPO's greedy policy drifted into loops (docs/WHY_RUNS_FAIL.md).
+    #: The published studies of experiments/RESULTS.md (tag study-v1) were measured with 0.01.
+    entropy_coef: float = default_of(PolicyLoss, "entropy_coef")
+
+
+#: This module's option of the ``loss`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"loss/ppo": LossConfig}

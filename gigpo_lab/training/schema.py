@@ -1,6 +1,7 @@
-"""Typed schemas of the ``loss``, ``trainer`` and ``lightning`` config groups.
+"""Typed schemas of the ``trainer`` and ``lightning`` config groups (``loss``'s is beside its class, in
+``gigpo_lab/algorithm/loss.py``).
 
-Each is its option (``loss=ppo``, ``trainer=default``, ``lightning=cpu``; ``config_paths.register_schemas``),
+Each is its option (``trainer=default``, ``lightning=cpu``; ``config_paths.register_schemas``),
 with no YAML file; ``conf/lightning/gpu.yaml`` and ``ddp.yaml`` extend ``cpu`` and set only what differs. A misspelt key or a value of the wrong type or outside a choice fails when
 the config is composed.
 
@@ -14,11 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from gigpo_lab.algorithm.loss import AGGREGATIONS, KL_ESTIMATORS
+from gigpo_lab.algorithm.base import default_of
 from gigpo_lab.choices import choice_enum
+from gigpo_lab.training.runtime import LightningRuntime
 
-Aggregation = choice_enum("Aggregation", AGGREGATIONS, __name__)
-KLEstimator = choice_enum("KLEstimator", KL_ESTIMATORS, __name__)
 #: Lightning's accelerator names (lightning.pytorch.Trainer(accelerator=...)).
 Accelerator = choice_enum("Accelerator", ("cpu", "gpu", "cuda", "mps", "tpu", "auto"), __name__)
 #: Lightning's precision names (lightning.fabric.connector._PRECISION_INPUT_STR, the non-legacy ones).
@@ -27,34 +27,6 @@ Precision = choice_enum(
     ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true", "transformer-engine"),
     __name__,
 )
-
-
-@dataclass
-class LossConfig:
-    """The policy loss (``gigpo_lab.algorithm.loss.PolicyLoss``): PPO clipped surrogate + KL to the reference
-    + entropy bonus."""
-
-    _target_: str = "gigpo_lab.algorithm.loss.PolicyLoss"
-    #: epsilon_low: the ratio is clipped at 1 - clip_low (PPO's 0.2).
-    clip_low: float = 0.2
-    #: epsilon_high: the ratio is clipped at 1 + clip_high (DAPO uses 0.28).
-    clip_high: float = 0.2
-    #: How token losses become one number: the mean over all tokens, or per sequence (mean or sum of its
-    #: tokens) then the mean over sequences.
-    aggregation: Aggregation = Aggregation["token-mean"]
-    #: beta of the KL to the frozen reference; 0 = no reference (a from-scratch policy's reference would be
-    #: its random init); the GiGPO paper's LLM runs use 0.01.
-    kl_coef: float = 0.0
-    #: KL estimator (Schulman's k1, k2, k3); k3 = low_var_kl, verl's default for GRPO/GiGPO.
-    kl_estimator: KLEstimator = KLEstimator.k3
-    #: true = subtract beta * KL from the step reward instead of a loss term; null = the estimator's own
-    #: default (its class attribute kl_in_reward: true for rloo and reinforce_pp, false for the others).
-    kl_in_reward: Optional[bool] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
-    #: Weight of the entropy bonus subtracted from the loss; 0 = off, the default: the count bonus of
-    #: ``exploration`` does the exploring, and a fixed entropy bonus under Adam keeps pushing a policy whose
-    #: groups are all flat towards uniform, so GRPO's greedy policy drifted into loops (docs/WHY_RUNS_FAIL.md).
-    #: The published studies of experiments/RESULTS.md (tag study-v1) were measured with 0.01.
-    entropy_coef: float = 0.0
 
 
 def _adamw() -> dict[str, Any]:
@@ -131,25 +103,24 @@ class LightningConfig:
     _target_: str = "gigpo_lab.training.runtime.LightningRuntime"
 
     #: torch CPU threads; null = torch's default (all cores); sweeps set 1 per parallel job.
-    num_threads: Optional[int] = None  # noqa: UP045
+    num_threads: Optional[int] = default_of(LightningRuntime, "num_threads")  # noqa: UP045
     #: Lightning accelerator.
-    accelerator: Accelerator = Accelerator.cpu
+    accelerator: Accelerator = Accelerator[default_of(LightningRuntime, "accelerator")]
     #: Lightning devices: a count (-1 = every visible GPU), or a list of device indices.
-    devices: Any = 1
+    devices: Any = default_of(LightningRuntime, "devices")
     #: Lightning strategy: auto or ddp (lightning=ddp); spawning strategies are refused at start.
-    strategy: Any = "auto"
+    strategy: Any = default_of(LightningRuntime, "strategy")
     #: Lightning precision; bf16-mixed keeps float32 master weights (lr-1e-6 updates survive).
-    precision: Precision = Precision["32-true"]
+    precision: Precision = Precision[default_of(LightningRuntime, "precision")]
     #: Lightning's deterministic= (torch.use_deterministic_algorithms): CPU runs repeat bit for bit either way;
     #: true makes CUDA ops deterministic or raise.
-    deterministic: bool = False
+    deterministic: bool = default_of(LightningRuntime, "deterministic")
     #: Show the Rich progress bar (iteration, success rate, tokens/s).
-    progress_bar: bool = True
+    progress_bar: bool = default_of(LightningRuntime, "progress_bar")
 
 
 #: ``"<group>/<option>"`` -> schema (stored as ``schema/<group>/<option>``).
 SCHEMAS: dict[str, type] = {
-    "loss/ppo": LossConfig,
     "trainer/default": TrainerConfig,
     "lightning/cpu": LightningConfig,
 }
