@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import abc
 import enum
-import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -89,12 +88,6 @@ class Estimator(abc.ABC):
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"{type(self).__name__}({args})"
-
-
-def default_of(cls: type, param: str) -> object:
-    """The default of ``param`` in ``cls.__init__``: a schema reads its defaults from the class this way, so each
-    default is written once, in the constructor's signature."""
-    return inspect.signature(cls.__init__).parameters[param].default
 
 
 def summary_metrics(prefix: str, values: torch.Tensor) -> dict[str, float]:

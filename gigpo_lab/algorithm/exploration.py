@@ -64,11 +64,12 @@ from typing import Optional
 
 import torch
 
-from gigpo_lab.algorithm.base import check_real, default_of
+from gigpo_lab.algorithm.base import check_real
 from gigpo_lab.algorithm.grouping import group_normalize
 from gigpo_lab.algorithm.prepare import prepare_rows
 from gigpo_lab.algorithm.returns import discounted_returns
 from gigpo_lab.batch import StepBatch
+from gigpo_lab.choices import default_of
 
 #: The columns the intrinsic stream reads: a trajectory's rows in time order, nothing of any grouping.
 _STREAM_COLUMNS = ("rewards", "group_ids", "traj_ids", "step_ids")

@@ -31,7 +31,6 @@ from gigpo_lab.algorithm.base import (
     check_bool,
     check_choice,
     check_real,
-    default_of,
     summary_metrics,
 )
 from gigpo_lab.algorithm.grouping import group_normalize, group_stats, pack
@@ -40,6 +39,7 @@ from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
 from gigpo_lab.algorithm.returns import discounted_returns, truncated_tail
 from gigpo_lab.algorithm.similarity import similarity_step_groups
+from gigpo_lab.choices import default_of
 
 
 @register_estimator("gigpo")

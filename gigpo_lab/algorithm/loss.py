@@ -13,8 +13,7 @@ from typing import Optional
 
 import torch
 
-from gigpo_lab.algorithm.base import default_of
-from gigpo_lab.choices import choice_enum
+from gigpo_lab.choices import choice_enum, default_of
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import torch
 
-from gigpo_lab.algorithm.base import Estimator, check_real, default_of
+from gigpo_lab.algorithm.base import Estimator, check_real
 from gigpo_lab.algorithm.grouping import group_normalize, group_stats
 from gigpo_lab.algorithm.grpo import episode_returns
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
+from gigpo_lab.choices import default_of
 
 
 @register_estimator("reinforce_pp")

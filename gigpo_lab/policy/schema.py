@@ -13,8 +13,8 @@ from typing import Optional
 
 from omegaconf import MISSING
 
-from gigpo_lab.choices import choice_enum
-from gigpo_lab.policy.hf import DTYPES
+from gigpo_lab.choices import choice_enum, default_of
+from gigpo_lab.policy.hf import DTYPES, build_hf_policy
 from gigpo_lab.policy.lora import LoraSettings
 from gigpo_lab.policy.tiny import PROMPT_SOURCES
 
@@ -64,17 +64,17 @@ class ChatModelConfig:
     _target_: str = MISSING
     _partial_: bool = True
     #: Parameter dtype; on GPUs prefer float32 with lightning.precision=bf16-mixed.
-    dtype: Dtype = Dtype.float32
+    dtype: Dtype = Dtype[default_of(build_hf_policy, "dtype")]
     #: Task description; null = the built-in one (gigpo_lab.policy.hf.DEFAULT_SYSTEM_PROMPT).
-    system_prompt: Optional[str] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+    system_prompt: Optional[str] = default_of(build_hf_policy, "system_prompt")  # noqa: UP045 (OmegaConf reads typing.Optional)
     #: Past (observation, action) turns in the prompt, >= 0.
-    history_window: int = 2
+    history_window: int = default_of(build_hf_policy, "history_window")
     #: Use the tokenizer's chat template when it has one; false = plain text.
-    use_chat_template: bool = True
+    use_chat_template: bool = default_of(build_hf_policy, "use_chat_template")
     #: Text the answer starts with, written into the prompt (e.g. "<action>"); null = none.
-    response_prefix: Optional[str] = None  # noqa: UP045
+    response_prefix: Optional[str] = default_of(build_hf_policy, "response_prefix")  # noqa: UP045
     #: Recompute activations in backward: less memory, more time.
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = default_of(build_hf_policy, "gradient_checkpointing")
     #: LoRA adapters (``gigpo_lab.policy.lora.LoraSettings``; its seed is the run seed here).
     lora: LoraSettings = field(default_factory=lambda: LoraSettings(seed=RUN_SEED))  # type: ignore[arg-type]
 

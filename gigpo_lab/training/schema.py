@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from gigpo_lab.algorithm.base import default_of
-from gigpo_lab.choices import choice_enum
+from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.training.runtime import LightningRuntime
 
 #: Lightning's accelerator names (lightning.pytorch.Trainer(accelerator=...)).
