@@ -334,8 +334,9 @@ def _finish(
 
 if __name__ == "__main__":
     # ``python -m gigpo_lab.train <overrides>`` is the same command as ``gigpo-lab train <overrides>`` (tests,
-    # docs and experiments/bench/check_bitexact.py run it, on older trees too). This entry alone reaches up
-    # into the CLI, which holds the command line.
+    # docs and experiments/bench/check_bitexact.py run it, on older trees too), so this script entry hands over
+    # to the CLI, which holds the command line. Only the script (``__main__``) loads the CLI: the module
+    # ``gigpo_lab.train`` never does. (A static import graph draws this one arrow up into ``gigpo_lab/cli``.)
     from gigpo_lab.cli.train import main
 
     main()
