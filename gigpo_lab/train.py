@@ -63,7 +63,8 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
     mid-run, an interrupt) ends that run with status FAILED and an ``error`` tag, and re-raises; checkpoints
     written so far are kept. Once the run has started, an unreachable store no longer stops training: writes
     are buffered (``BufferedRun``). In a multi-process job only global rank 0 opens and writes the MLflow run
-    (``gigpo_lab.training.distributed``); the other ranks return their own final metrics.
+    (``gigpo_lab.training.distributed``); the other ranks return their own final metrics. ``reporter`` is told
+    what a person watching would see: the header, the progress, the summary (by default they are logged).
     """
     reporter = reporter if reporter is not None else Reporter()
     runtime, loop = _checked_settings(cfg)
