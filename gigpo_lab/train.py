@@ -1,34 +1,26 @@
 """``train(cfg)``: the lab's main job, readable as a table of contents.
 
-Build the env factory, the estimator (its required columns checked against what the env provides, before
-any rollout), the loss, the policy, the rollout engine and collector, the Lightning module, the MLflow run
-and the Trainer; fit; return the final metrics. ``main`` is the Hydra entry point behind
-``gigpo-lab train`` and ``python -m gigpo_lab.train``.
+``train`` checks the config, builds the parts (``build``: env factory, estimator checked against the env's
+columns, loss, policy, engine, collector and the Lightning module; ``build_trainer``: the Trainer and its
+callbacks), opens the MLflow run when training starts (``open_run``), fits, and returns the final metrics.
+
+It knows no command line. What a person watching should see (a header, a progress line, a summary) goes
+through the ``Reporter`` its caller passes: ``gigpo-lab train`` and ``python -m gigpo_lab.train``
+(``gigpo_lab.cli.train``) pass one that prints; the default one logs.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
-import sys
 import time
 import warnings
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from gigpo_lab.cli.console import (
-    configure_output,
-    print_header,
-    print_job_line,
-    print_summary,
-    quiet_lightning,
-)
-from gigpo_lab.cli.help import register_help_resolver
-from gigpo_lab.config_paths import conf_dir, in_multirun, register_schemas
 from gigpo_lab.training.build_checks import check_policy, env_columns
 from gigpo_lab.training.checkpoint_reading import checkpoint_run_id
 from gigpo_lab.training.config_checks import validate_config
@@ -37,8 +29,31 @@ from gigpo_lab.training.output_folder import output_dir
 from gigpo_lab.training.run_names import run_name
 from gigpo_lab.training.run_tags import run_tags
 
+log = logging.getLogger(__name__)
 
-def train(cfg: DictConfig) -> dict[str, float]:
+
+class Reporter:
+    """What ``train`` tells its caller as the run goes. Here each hook logs or does nothing; the command line
+    passes one that prints (``gigpo_lab.cli.train``)."""
+
+    def header(self, cfg: DictConfig, store: str, out: Path, model: str) -> None:
+        """Before anything is built, on the launch's rank 0: what runs, and where it is written."""
+        log.info("training on %s with model %s; store %s, output %s", cfg.env.name, model, store, out)
+
+    def progress(self, source, iterations: int) -> list:
+        """Lightning callbacks that show progress (when ``lightning.progress_bar``); ``source`` is the run's
+        ``IterationLogger`` (its ``history`` holds each iteration's metrics)."""
+        return []
+
+    def run_opened(self, run_id: str) -> None:
+        """The MLflow run is open (global rank 0, when training starts)."""
+
+    def summary(self, metrics: dict[str, float], uri: str, run_id: str, ckpt_dir: Path) -> None:
+        """The run has finished (global rank 0)."""
+        log.info("run %s finished in %s; checkpoints in %s", run_id, uri, ckpt_dir)
+
+
+def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]:
     """Train one agent as ``cfg`` says; return the final metrics (the last value of every metric).
 
     What the config alone can refuse (a bad value, a missing required key, a strategy the lab cannot run, a
@@ -48,128 +63,29 @@ def train(cfg: DictConfig) -> dict[str, float]:
     mid-run, an interrupt) ends that run with status FAILED and an ``error`` tag, and re-raises; checkpoints
     written so far are kept. Once the run has started, an unreachable store no longer stops training: writes
     are buffered (``BufferedRun``). In a multi-process job only global rank 0 opens and writes the MLflow run
-    (``gigpo_lab.training.distributed``); the other ranks return their own final metrics.
+    (``gigpo_lab.training.distributed``); the other ranks return their own final metrics. ``reporter`` is told
+    what a person watching would see: the header, the progress, the summary (by default they are logged).
     """
-    from hydra.utils import instantiate
-
-    validate_config(cfg)
-    runtime = instantiate(cfg.lightning)
-    runtime.check()  # a strategy the lab cannot run, refused by its class
-    loop = instantiate(cfg.trainer)  # the loop settings (TrainerConfig), the optimizer a partial
+    reporter = reporter if reporter is not None else Reporter()
+    runtime, loop = _checked_settings(cfg)
     out = output_dir(cfg)
-    # on every rank: an unreachable store or a bad checkpoint stops each rank at once, before any rollout
     tracker = _checked_tracker(cfg)
-    if is_launch_rank_zero() and not in_multirun():
-        print_header(cfg, tracker.uri, out, tracker.tags.get("model", "?"))
+    if is_launch_rank_zero():
+        reporter.header(cfg, tracker.uri, out, tracker.tags.get("model", "?"))
+
     import lightning as L
 
-    quiet_lightning()
+    _quiet_lightning()
     runtime.apply_threads()
     module = build(cfg, loop)
-    logger_cb, trainer = _build_trainer(runtime, loop, out, partial(_open_run, cfg, out, tracker))
+    progress = reporter.progress if runtime.progress_bar else None
+    logger_cb, trainer = build_trainer(runtime, loop, out, _run_opener(cfg, out, tracker, reporter), progress)
     _check_tracking_rank(trainer, tracking=is_launch_rank_zero())
+
     L.seed_everything(cfg.seed, verbose=False)
     start = time.perf_counter()
-    try:
-        # the checkpoint was already loaded with weights_only=True by checkpoint_run_id: plain contents only
-        trainer.fit(module, ckpt_path=cfg.ckpt_path, weights_only=True)
-    except BaseException as err:
-        logger_cb.flush(module)
-        if logger_cb.tracker is not None:
-            logger_cb.tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
-            logger_cb.tracker.end("FAILED")
-        raise
-    run = logger_cb.tracker
-    ckpt_dir = out / "checkpoints"
-    trainer.save_checkpoint(ckpt_dir / "last.ckpt")  # a collective: every rank calls it, rank 0 writes
-    metrics = logger_cb.final_metrics()
-    if run is None:
-        return metrics
-    if cfg.tracking.log_checkpoint:
-        run.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
-    metrics["time/wall_s"] = time.perf_counter() - start
-    run.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
-    run.end("KILLED" if trainer.interrupted else "FINISHED")
-    if not in_multirun():
-        print_summary(metrics, run.tracker.uri, run.run_id, ckpt_dir)
-    return metrics
-
-
-def _open_run(cfg: DictConfig, out: Path, tracker):
-    """The run's writer, opened on global rank 0 when training starts: the run started (or continued from the
-    checkpoint's run, its metric points listed so none is written twice), secrets redacted from the params
-    and the config artifact; later writes buffered while the store is unreachable."""
-    from gigpo_lab.tracking import flatten_config
-    from gigpo_lab.tracking.buffer import BufferedRun
-    from gigpo_lab.tracking.mlflow_tracker import redact_secrets
-
-    fresh = tracker.run_id is None
-    tracker.start()
-    _OPENED_RUNS.append(tracker.run_id)
-    if fresh:
-        shown = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
-        tracker.log_params(flatten_config(shown))
-        tracker.log_text(OmegaConf.to_yaml(shown), "config.yaml")
-    return BufferedRun(tracker, out, skip=() if fresh else tracker.logged_points())
-
-
-#: Run ids this process opened for the current job (a sweep job that fails before opening one is recorded).
-_OPENED_RUNS: list[str] = []
-
-
-def _record_failed_job(cfg: DictConfig, err: BaseException) -> None:
-    """A sweep job that failed before its run opened (a bad value in one job of the grid): a FAILED child run
-    of the sweep with the reason, so the sweep's summary counts it and ``compare`` lists it. A run alone
-    (not a sweep) writes nothing in that case."""
-    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
-    from gigpo_lab.tracking.sweep import sweep_context
-
-    try:
-        name, tags = run_name(cfg), run_tags(cfg)
-    except Exception:  # the config is too broken to name the run: the job's overrides name it
-        name, tags = "failed-job", {}
-    tracker = MlflowTracker(
-        cfg.tracking.uri or default_tracking_uri(),
-        cfg.tracking.experiment,
-        run_name=name,
-        tags=tags,
-        parent_run_id=sweep_context()[0],
-    )
-    tracker.start()
-    tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
-    tracker.end("FAILED")
-
-
-def _checked_tracker(cfg: DictConfig):
-    """The run's ``MlflowTracker``, not started: its run id read off ``ckpt_path`` (a bad checkpoint raises)
-    and its store checked reachable (fails fast). Every rank checks, so what would stop rank 0 from opening the
-    run stops the others too, instead of leaving them waiting for rank 0 until the process-group timeout
-    (srun and submitit do not kill the other tasks)."""
-    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
-    from gigpo_lab.tracking.sweep import sweep_context
-
-    tracker = MlflowTracker(
-        cfg.tracking.uri or default_tracking_uri(),
-        cfg.tracking.experiment,
-        run_name=run_name(cfg),
-        tags=run_tags(cfg),
-        run_id=checkpoint_run_id(cfg.ckpt_path),
-        parent_run_id=sweep_context()[0],
-    )
-    tracker.check_reachable()
-    return tracker
-
-
-def _check_tracking_rank(trainer, *, tracking: bool) -> None:
-    """The launch variables and the Trainer must agree on which process is global rank 0 (the one that tracks)."""
-    if trainer.is_global_zero != tracking:
-        shown = {k: os.environ[k] for k in RANK_VARIABLES if k in os.environ}
-        raise RuntimeError(
-            f"this process is global rank {trainer.global_rank} of {trainer.world_size}, but the rank variables "
-            f"{shown or '(none set)'} say {'it is' if tracking else 'it is not'} rank 0, so the MLflow run "
-            "would be tracked by the wrong process or by none; unset the stale variables (a leftover "
-            "LOCAL_RANK or RANK in the shell) or launch through Lightning, torchrun or srun"
-        )
+    _fit(trainer, module, logger_cb, cfg.ckpt_path)
+    return _finish(cfg, trainer, logger_cb, out, start, reporter)
 
 
 def build(cfg: DictConfig, loop=None):
@@ -233,13 +149,13 @@ def _build_policy(cfg: DictConfig, vocabulary):
         ) from err
 
 
-def _build_trainer(runtime, loop, out: Path, open_run):
+def build_trainer(runtime, loop, out: Path, open_run: Callable, progress: Callable | None = None):
     """The Lightning Trainer (``runtime``: the built ``lightning`` node) and its callbacks: iteration logging
     (it calls ``open_run()`` on global rank 0 when training starts), checkpoints every
-    ``loop.checkpoint_every`` iterations, the progress line."""
+    ``loop.checkpoint_every`` iterations, and what ``progress(logger, iterations)`` returns (the progress line).
+    Returns ``(logger, trainer)``."""
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    from gigpo_lab.cli.progress import ProgressLine
     from gigpo_lab.tracking.callback import IterationLogger
     from gigpo_lab.training.checkpointing import AtomicCheckpointIO, ExceptionCheckpoint
 
@@ -262,15 +178,15 @@ def _build_trainer(runtime, loop, out: Path, open_run):
         ),
         ExceptionCheckpoint(ckpt_dir),
     ]
-    if runtime.progress_bar and not in_multirun():  # a sweep's parallel jobs would interleave their lines
-        callbacks.append(ProgressLine(logger_cb, loop.iterations))
+    if progress is not None:
+        callbacks += progress(logger_cb, loop.iterations)
     trainer = runtime.trainer(
         max_epochs=loop.iterations,
         gradient_clip_val=loop.gradient_clip_val,  # a loop setting (the update rule) that Lightning applies
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],  # a checkpoint file is whole or absent (full disk, SIGKILL)
         logger=False,
-        enable_progress_bar=False,  # ProgressLine instead: 1-based iterations, one line within 100 columns
+        enable_progress_bar=False,  # the caller's progress callbacks instead (the CLI's one-line ProgressLine)
         enable_model_summary=False,
         num_sanity_val_steps=0,
         default_root_dir=str(out),
@@ -278,99 +194,150 @@ def _build_trainer(runtime, loop, out: Path, open_run):
     return logger_cb, trainer
 
 
-def _hydra_entry(cfg: DictConfig) -> float | None:
-    """One Hydra job. In a multirun a failing job is logged (its MLflow run says FAILED) and the sweep goes
-    on; the sweep callback then exits non-zero after the last job."""
-    from hydra.core.hydra_config import HydraConfig
+def open_run(cfg: DictConfig, out: Path, tracker):
+    """The run's writer, opened on global rank 0 when training starts: the run started (or continued from the
+    checkpoint's run, its metric points listed so none is written twice), secrets redacted from the params
+    and the config artifact; later writes buffered while the store is unreachable."""
+    from gigpo_lab.tracking import flatten_config
+    from gigpo_lab.tracking.buffer import BufferedRun
+    from gigpo_lab.tracking.mlflow_tracker import redact_secrets
 
-    sys.argv = list(_LAUNCH_ARGV) or sys.argv  # Lightning relaunches the other ranks from this command line
-    verbose = bool(cfg.get("verbose", False))
-    configure_output(verbose)  # again here: joblib's workers are fresh processes
-    _OPENED_RUNS.clear()
+    fresh = tracker.run_id is None
+    tracker.start()
+    if fresh:
+        shown = redact_secrets(OmegaConf.to_container(cfg, resolve=True))
+        tracker.log_params(flatten_config(shown))
+        tracker.log_text(OmegaConf.to_yaml(shown), "config.yaml")
+    return BufferedRun(tracker, out, skip=() if fresh else tracker.logged_points())
+
+
+def record_failed_job(cfg: DictConfig, err: BaseException) -> None:
+    """A sweep job that failed before its run opened (a bad value in one job of the grid): a FAILED child run
+    of the sweep with the reason, so the sweep's summary counts it and ``compare`` lists it."""
+    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
+    from gigpo_lab.tracking.sweep import sweep_context
+
     try:
-        metrics = train(cfg)
-    except Exception as err:
-        if not in_multirun():
-            _JOB_ERROR.append(err)  # ``main`` reports it (Hydra would print its own banner first)
-            return None
-        if not _OPENED_RUNS and is_launch_rank_zero():
-            _record_failed_job(cfg, err)
-        if verbose:
-            logging.getLogger("gigpo_lab.train").exception("job %s failed", HydraConfig.get().job.num)
-        print_job_line(cfg, HydraConfig.get().job.num, None, err)
-        return None
-    if in_multirun() and is_launch_rank_zero():
-        print_job_line(cfg, HydraConfig.get().job.num, metrics)
-    return metrics.get("eval/success_rate")
+        name, tags = run_name(cfg), run_tags(cfg)
+    except Exception:  # the config is too broken to name the run: the job's overrides name it
+        name, tags = "failed-job", {}
+    tracker = MlflowTracker(
+        cfg.tracking.uri or default_tracking_uri(),
+        cfg.tracking.experiment,
+        run_name=name,
+        tags=tags,
+        parent_run_id=sweep_context()[0],
+    )
+    tracker.start()
+    tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+    tracker.end("FAILED")
 
 
-#: The command line this process was started with (``gigpo-lab train …`` keeps its ``train``). Hydra parses
-#: its own argv (the overrides alone); the job puts this one back, because DDP's relaunch of the other ranks
-#: re-runs ``sys.argv``, and every rank must enter through the same sub-command.
-_LAUNCH_ARGV: list[str] = []
-#: The error of a single run's job, raised again by ``main`` once Hydra has returned.
-_JOB_ERROR: list[Exception] = []
-#: Set (with HYDRA_FULL_ERROR=1) when ``main`` asked Hydra to re-raise, not the user: processes started from
-#: this one (DDP's other ranks, joblib workers) inherit both and still report errors in one line.
-_OWN_FULL_ERROR = "GIGPO_LAB_OWN_FULL_ERROR"
+def _checked_settings(cfg: DictConfig):
+    """``(runtime, loop)``: the config checked (``ConfigError``), the built ``lightning`` node (a strategy the lab
+    cannot run refused by its class) and the loop settings (``TrainerConfig``, the optimizer a partial)."""
+    from hydra.utils import instantiate
+
+    validate_config(cfg)
+    runtime = instantiate(cfg.lightning)
+    runtime.check()
+    return runtime, instantiate(cfg.trainer)
 
 
-def _verbose(args: list[str]) -> bool:
-    """``verbose=true`` among the overrides (read before Hydra composes: it chooses Hydra's logging)."""
-    return any(re.fullmatch(r"\+*verbose=(true|True|1|yes)", a) for a in args)
+def _checked_tracker(cfg: DictConfig):
+    """The run's ``MlflowTracker``, not started: its run id read off ``ckpt_path`` (a bad checkpoint raises)
+    and its store checked reachable (fails fast). Every rank checks, so what would stop rank 0 from opening the
+    run stops the others too, instead of leaving them waiting for rank 0 until the process-group timeout
+    (srun and submitit do not kill the other tasks)."""
+    from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
+    from gigpo_lab.tracking.sweep import sweep_context
+
+    tracker = MlflowTracker(
+        cfg.tracking.uri or default_tracking_uri(),
+        cfg.tracking.experiment,
+        run_name=run_name(cfg),
+        tags=run_tags(cfg),
+        run_id=checkpoint_run_id(cfg.ckpt_path),
+        parent_run_id=sweep_context()[0],
+    )
+    tracker.check_reachable()
+    return tracker
 
 
-def _wants_traceback(args: list[str]) -> bool:
-    """``verbose=true``, or the user's own ``HYDRA_FULL_ERROR=1``."""
-    user_full = os.environ.get("HYDRA_FULL_ERROR") == "1" and os.environ.get(_OWN_FULL_ERROR) != "1"
-    return _verbose(args) or user_full
+def _quiet_lightning() -> None:
+    """After ``import lightning``: drop the console handler Lightning adds to its logger when the process has
+    its own logging (Hydra's), so that each Lightning message is printed by that config alone, once."""
+    if not logging.getLogger().handlers:
+        return  # no logging config (``train(cfg)`` from Python): Lightning's handler is the only one
+    logger = logging.getLogger("lightning")
+    for handler in list(logger.handlers):
+        if type(handler) is logging.StreamHandler:
+            logger.removeHandler(handler)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``gigpo-lab train [overrides…]``: Hydra's CLI over ``train`` (``-m`` for multirun).
+def _run_opener(cfg: DictConfig, out: Path, tracker, reporter: Reporter) -> Callable:
+    """What ``IterationLogger`` calls on global rank 0 when training starts: ``open_run``, then the reporter told."""
 
-    A config mistake prints one or two lines that name the key and exits 2 before anything is written; any
-    other failure prints one line and exits 1 (``verbose=true`` or ``HYDRA_FULL_ERROR=1``: the traceback).
-    A sweep whose launcher dies ends its MLflow parent run FAILED with the reason.
-    """
-    from gigpo_lab.cli.errors import explain
-    from gigpo_lab.tracking.sweep import FAILED_SWEEPS, TERMINATED, fail_open_sweeps
+    def opened():
+        run = open_run(cfg, out, tracker)
+        reporter.run_opened(tracker.run_id)
+        return run
 
-    args = sys.argv[1:] if argv is None else list(argv)
-    register_schemas()
-    register_help_resolver()
-    _LAUNCH_ARGV[:] = sys.argv
-    sys.argv = [sys.argv[0], *args]
-    traceback_wanted = _wants_traceback(args)
-    configure_output(_verbose(args))
-    if _verbose(args):  # Hydra's own logging configs: every INFO line on the console
-        sys.argv += ["hydra/hydra_logging=default", "hydra/job_logging=default"]
-    saved = {k: os.environ.get(k) for k in ("HYDRA_FULL_ERROR", _OWN_FULL_ERROR)}
-    if os.environ.get("HYDRA_FULL_ERROR") != "1":  # Hydra re-raises instead of printing its own report
-        os.environ.update({"HYDRA_FULL_ERROR": "1", _OWN_FULL_ERROR: "1"})
+    return opened
+
+
+def _check_tracking_rank(trainer, *, tracking: bool) -> None:
+    """The launch variables and the Trainer must agree on which process is global rank 0 (the one that tracks)."""
+    if trainer.is_global_zero != tracking:
+        shown = {k: os.environ[k] for k in RANK_VARIABLES if k in os.environ}
+        raise RuntimeError(
+            f"this process is global rank {trainer.global_rank} of {trainer.world_size}, but the rank variables "
+            f"{shown or '(none set)'} say {'it is' if tracking else 'it is not'} rank 0, so the MLflow run "
+            "would be tracked by the wrong process or by none; unset the stale variables (a leftover "
+            "LOCAL_RANK or RANK in the shell) or launch through Lightning, torchrun or srun"
+        )
+
+
+def _fit(trainer, module, logger_cb, ckpt_path) -> None:
+    """``trainer.fit``; on any failure the open run is flushed, tagged with the error and ended FAILED, and the
+    error re-raised (the checkpoints written so far stay)."""
     try:
-        hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(_hydra_entry)()
-        if _JOB_ERROR:
-            raise _JOB_ERROR.pop()
-        if TERMINATED:
-            raise TERMINATED.pop()
+        # the checkpoint was already loaded with weights_only=True by checkpoint_run_id: plain contents only
+        trainer.fit(module, ckpt_path=ckpt_path, weights_only=True)
     except BaseException as err:
-        fail_open_sweeps(err)
-        if traceback_wanted or isinstance(err, SystemExit | KeyboardInterrupt):
-            raise
-        code, message = explain(err)
-        sys.stderr.write(message + "\n")
-        sys.exit(code)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    if FAILED_SWEEPS:
-        sys.stderr.write("\n".join(FAILED_SWEEPS) + "\n")
-        sys.exit(1)
+        logger_cb.flush(module)
+        if logger_cb.tracker is not None:
+            logger_cb.tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+            logger_cb.tracker.end("FAILED")
+        raise
+
+
+def _finish(
+    cfg: DictConfig, trainer, logger_cb, out: Path, start: float, reporter: Reporter
+) -> dict[str, float]:
+    """After ``fit``: ``last.ckpt`` (a collective: every rank calls it, rank 0 writes), and on global rank 0 the
+    checkpoint artifact, the wall time since ``start`` and the run ended (KILLED if interrupted); the final
+    metrics."""
+    ckpt_dir = out / "checkpoints"
+    trainer.save_checkpoint(ckpt_dir / "last.ckpt")
+    metrics = logger_cb.final_metrics()
+    run = logger_cb.tracker
+    if run is None:
+        return metrics
+    if cfg.tracking.log_checkpoint:
+        run.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
+    metrics["time/wall_s"] = time.perf_counter() - start
+    run.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
+    run.end("KILLED" if trainer.interrupted else "FINISHED")
+    reporter.summary(metrics, run.tracker.uri, run.run_id, ckpt_dir)
+    return metrics
 
 
 if __name__ == "__main__":
+    # ``python -m gigpo_lab.train <overrides>`` is the same command as ``gigpo-lab train <overrides>`` (tests,
+    # docs and experiments/bench/check_bitexact.py run it, on older trees too), so this script entry hands over
+    # to the CLI, which holds the command line. Only the script (``__main__``) loads the CLI: the module
+    # ``gigpo_lab.train`` never does. (A static import graph draws this one arrow up into ``gigpo_lab/cli``.)
+    from gigpo_lab.cli.train import main
+
     main()

@@ -1,6 +1,6 @@
 """Where one training run's time goes: wall seconds per phase, from timers wrapped around the lab's functions.
 
-Runs ``gigpo_lab.train.main`` in this process (pass Hydra overrides as arguments; one thread and no progress
+Runs ``gigpo-lab train`` (``gigpo_lab.cli.train.main``) in this process (pass Hydra overrides as arguments; one thread and no progress
 bar are added) with timers around the phases, then prints a table of wall and CPU seconds (on a shared
 machine the CPU seconds are the steadier figure). Times are inclusive: an indented row is
 part of the row above it. "other" rows are the parent minus its listed children (Lightning's loop, the
@@ -63,9 +63,9 @@ def install() -> None:
     MARKS["imports"] = time.perf_counter() - START
     MARKS["imports_cpu"] = time.process_time() - START_CPU
     timed(train, "train", "train()")
-    timed(train, "_open_run", "mlflow: open run (store, params)")
+    timed(train, "open_run", "mlflow: open run (store, params)")
     timed(train, "build", "build envs, policy, engine")
-    timed(train, "_build_trainer", "build Trainer")
+    timed(train, "build_trainer", "build Trainer")
     timed(Collector, "collect", "rollout: collect")
     timed(collector, "run_episodes", "rollout: run_episodes")
     timed(TorchEngine, "generate", "rollout: engine.generate")
@@ -150,11 +150,11 @@ def report(total: float, total_cpu: float) -> None:
 
 def main() -> None:
     install()
-    import gigpo_lab.train as train
+    from gigpo_lab.cli.train import main as train_command
 
     args = [*sys.argv[1:], "lightning.num_threads=1", "lightning.progress_bar=false"]
     try:
-        train.main(args)
+        train_command(args)
     finally:
         report(time.perf_counter() - START, time.process_time() - START_CPU)
 

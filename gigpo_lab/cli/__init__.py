@@ -11,7 +11,7 @@ import sys
 
 #: sub-command -> (module:function, one-line help). The function takes the remaining argv.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("gigpo_lab.train:main", "train an agent (Hydra overrides; -m for a multirun sweep)"),
+    "train": ("gigpo_lab.cli.train:main", "train an agent (Hydra overrides; -m for a multirun sweep)"),
     "compare": (
         "gigpo_lab.analysis.compare:main",
         "a sweep's configurations over seeds (IQM, 95% CIs) and plots",

@@ -7,8 +7,9 @@ The noise is silenced where it starts, not filtered from the output:
   are WARNING and up through ``conf/hydra/hydra_logging/lab.yaml`` and ``conf/hydra/job_logging/lab.yaml``;
   the job's log file (``<output>/train.log``) keeps every INFO line.
 * Lightning adds a console handler of its own to the ``lightning`` logger, which printed every message a
-  second time: ``quiet_lightning`` removes it, so Lightning's INFO lines (``GPU available``, the litlogger
-  tip, ``weights_only`` ...) go through the job's logging config like any other.
+  second time: ``train`` removes it when the process has a logging config of its own, so Lightning's INFO
+  lines (``GPU available``, the litlogger tip, ``weights_only`` ...) go through the job's logging config like
+  any other.
 * MLflow's loggers take ``MLFLOW_LOGGING_LEVEL`` (WARNING unless ``verbose``): no ``Creating initial MLflow
   database tables`` on a fresh store.
 * Known harmless warnings are filtered by message (``NOISY_WARNINGS``).
@@ -19,7 +20,6 @@ to stderr, as diagnostics do, so stdout stays free for what a script may parse.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import warnings
@@ -39,17 +39,6 @@ def configure_output(verbose: bool) -> None:
         return
     for message, category in NOISY_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
-
-
-def quiet_lightning() -> None:
-    """After ``import lightning``: drop the console handler Lightning adds to its logger when the process has
-    its own logging (Hydra's), so that each Lightning message is printed by that config alone, once."""
-    if not logging.getLogger().handlers:
-        return  # no logging config (``train(cfg)`` from Python): Lightning's handler is the only one
-    logger = logging.getLogger("lightning")
-    for handler in list(logger.handlers):
-        if type(handler) is logging.StreamHandler:
-            logger.removeHandler(handler)
 
 
 def _write(text: str) -> None:

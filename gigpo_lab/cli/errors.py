@@ -7,7 +7,7 @@ that names the key, the bad value and the allowed values or a close match, e.g.:
       estimator.step_advantage_weight? (keys: gamma, step_advantage_weight, ...)
 
 and exit status 2 (a usage error). Any other failure gets one line with its type and first sentence, and
-exit status 1. ``gigpo_lab.train.main`` prints these unless ``verbose=true`` or ``HYDRA_FULL_ERROR=1`` asks
+exit status 1. ``gigpo_lab.cli.train.main`` prints these unless ``verbose=true`` or ``HYDRA_FULL_ERROR=1`` asks
 for the traceback. Works on top of whatever the composition raises; needs no schema of its own.
 """
 

@@ -4,17 +4,24 @@
 first job it creates the parent run and exports its id and the sweep id in the environment, which the
 jobs inherit whatever the launcher (in-process, joblib workers, submitit/SLURM with the default
 ``--export=ALL``). After the last job it tags the parent with the jobs' outcome and closes it; if any job
-failed, it marks the parent FAILED and records the failure, and ``gigpo-lab train`` exits non-zero once
-every other job has finished.
+failed, it marks the parent FAILED.
+
+What the launcher learns on the way (the parent runs still open, each sweep's outcome, a SIGTERM) is kept in
+one ``SweepState``, made by ``gigpo-lab train`` (``gigpo_lab.cli.train``) and read by it once Hydra returns: it
+prints, and exits non-zero when a sweep had failed jobs. This module prints nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.experimental.callback import Callback
@@ -28,11 +35,98 @@ ROLE_TAG = "gigpo_lab.role"
 
 log = logging.getLogger(__name__)
 
-#: Failure messages of the sweeps this process ran. Hydra 1.3 turns an exception raised in a callback into a
-#: warning, so ``gigpo_lab.train.main`` reads this after Hydra returns and exits non-zero.
-FAILED_SWEEPS: list[str] = []
-#: Parent runs this process opened and has not closed yet (``fail_open_sweeps`` ends them if the launch dies).
-OPEN_PARENTS: list = []
+
+@dataclass(frozen=True)
+class SweepStarted:
+    """The parent run is open, before the first job."""
+
+    sweep_id: str
+    overrides: str
+    uri: str
+    folder: str
+
+
+@dataclass(frozen=True)
+class SweepEnded:
+    """The last job has finished and the parent run is closed."""
+
+    sweep_id: str | None
+    jobs: int
+    failed: int
+    uri: str
+
+    @property
+    def failure(self) -> str | None:
+        """One sentence when some jobs failed, else ``None``."""
+        if not self.failed:
+            return None
+        return (
+            f"{self.failed} of {self.jobs} jobs of sweep {self.sweep_id} failed; the others finished. "
+            f"See `gigpo-lab compare --sweep-id {self.sweep_id}` and each failed run's log"
+        )
+
+
+def _log_event(event: SweepStarted | SweepEnded) -> None:
+    log.info("%s", event)
+
+
+class Terminated(SystemExit):
+    """SIGTERM reached the sweep's launcher process (``kill``, a job scheduler's time limit)."""
+
+    def __str__(self) -> str:
+        return "the sweep's launcher received SIGTERM"
+
+
+@dataclass
+class SweepState:
+    """What one launcher process learns while Hydra runs its sweeps.
+
+    Hydra 1.3 turns an exception raised in a callback into a warning, so what must change the command's exit
+    status is recorded here and read after Hydra returns.
+
+    Args:
+        notify: called with ``SweepStarted`` before the first job and ``SweepEnded`` after the last (the CLI
+            prints them; by default they are logged).
+    """
+
+    notify: Callable[[SweepStarted | SweepEnded], None] = _log_event
+    #: Parent runs opened and not closed yet (``fail_open_sweeps`` ends them if the launch dies).
+    open_parents: list = field(default_factory=list)
+    #: Every sweep that ran to its end, with its jobs' outcome.
+    ended: list[SweepEnded] = field(default_factory=list)
+    #: Set when SIGTERM reached the launcher: the command then exits 143 even if the exception was swallowed
+    #: on its way up (inside a Hydra callback).
+    terminated: Terminated | None = None
+
+    def failures(self) -> list[str]:
+        """A sentence for each sweep with failed jobs."""
+        return [e.failure for e in self.ended if e.failure]
+
+    def raise_terminated(self, signum: int, frame: Any) -> None:
+        """The SIGTERM handler: record the signal and raise; the command ends the parent run FAILED once the
+        stack has unwound (``fail_open_sweeps``). Not here: the handler runs on the main thread between two
+        bytecodes of whatever it was doing, which may be a write to the same sqlite store (a job's child run
+        logging an iteration). That write holds the store's lock until it unwinds, so a write from here waited
+        out MLflow's 20-second busy timeout, failed, and left the parent RUNNING (the flaky
+        ``test_sigterm_to_the_launcher_ends_its_parent_run_failed``)."""
+        self.terminated = Terminated(128 + signum)
+        raise self.terminated
+
+
+#: The state of the ``gigpo-lab train`` call in progress (``sweep_scope``). Hydra builds the callback from its
+#: YAML entry and cannot hand it an object, so the command binds its state here for the length of that one
+#: call; outside it each callback keeps a state of its own.
+_CURRENT: ContextVar[SweepState | None] = ContextVar("gigpo_lab_sweep_state", default=None)
+
+
+@contextlib.contextmanager
+def sweep_scope(state: SweepState) -> Iterator[SweepState]:
+    """Within this block, the sweep callbacks Hydra builds record into ``state``."""
+    token = _CURRENT.set(state)
+    try:
+        yield state
+    finally:
+        _CURRENT.reset(token)
 
 
 def sweep_context() -> tuple[str | None, str | None]:
@@ -54,10 +148,15 @@ def _tracker(config: DictConfig, **kwargs: Any):
 
 
 class MlflowSweepCallback(Callback):
-    """Create the sweep's parent run before the jobs, and close it after them."""
+    """Create the sweep's parent run before the jobs, and close it after them.
 
-    def __init__(self) -> None:
+    Args:
+        state: where to record what happened (default: the one ``sweep_scope`` binds, else a new one).
+    """
+
+    def __init__(self, state: SweepState | None = None) -> None:
         self.tracker = None
+        self.state = state or _CURRENT.get() or SweepState()
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         choices = config.hydra.runtime.choices
@@ -76,8 +175,8 @@ class MlflowSweepCallback(Callback):
         self.tracker = _tracker(config, run_name=f"{label} {time.strftime('%H:%M')}", tags=tags)
         self.tracker.check_reachable()
         run_id = self.tracker.start()
-        OPEN_PARENTS.append(self.tracker)
-        _exit_on_sigterm()
+        self.state.open_parents.append(self.tracker)
+        _exit_on_sigterm(self.state)
         if params:
             # "+group=a,b" / "~key" sweep keys: MLflow param names may not contain '+' or '~'
             self.tracker.log_params({f"sweep.{k.lstrip('+~')}": v for k, v in params.items()})
@@ -88,12 +187,10 @@ class MlflowSweepCallback(Callback):
         self.tracker.save_view(sweep_id, f"sweep {label} {time.strftime('%Y-%m-%d %H:%M')}", view)
         os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = run_id, sweep_id
         log.info("MLflow sweep parent run %s (sweep id %s)", run_id, sweep_id)
-        from gigpo_lab.cli.console import print_sweep_header
-
-        print_sweep_header(sweep_id, overrides, self.tracker.uri, str(config.hydra.sweep.dir))
+        self.state.notify(SweepStarted(sweep_id, overrides, self.tracker.uri, str(config.hydra.sweep.dir)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if self.tracker is None or self.tracker not in OPEN_PARENTS:
+        if self.tracker is None or self.tracker not in self.state.open_parents:
             return
         sweep_id = os.environ.pop(SWEEP_ENV, None)
         os.environ.pop(PARENT_ENV, None)
@@ -106,65 +203,39 @@ class MlflowSweepCallback(Callback):
         failed = sum(s != "FINISHED" for s in statuses)
         self.tracker.set_tags({"jobs": len(statuses), "jobs_failed": failed})
         self.tracker.end("FAILED" if failed else "FINISHED")
-        OPEN_PARENTS.remove(self.tracker)  # only now: a SIGTERM before this line still finds it open
-        from gigpo_lab.cli.console import print_sweep_summary
-
-        print_sweep_summary(sweep_id, len(statuses), failed, self.tracker.uri)
-        if failed:
-            FAILED_SWEEPS.append(
-                f"{failed} of {len(statuses)} jobs of sweep {sweep_id} failed; the others finished. "
-                f"See `gigpo-lab compare --sweep-id {sweep_id}` and each failed run's log"
-            )
+        self.state.open_parents.remove(
+            self.tracker
+        )  # only now: a SIGTERM before this line still finds it open
+        ended = SweepEnded(sweep_id, len(statuses), failed, self.tracker.uri)
+        self.state.ended.append(ended)
+        self.state.notify(ended)
 
 
-class Terminated(SystemExit):
-    """SIGTERM reached the sweep's launcher process (``kill``, a job scheduler's time limit)."""
-
-    def __str__(self) -> str:
-        return "the sweep's launcher received SIGTERM"
-
-
-#: Set when SIGTERM reached this launcher: ``gigpo_lab.train.main`` then exits 143 even if the exception below
-#: was swallowed on its way up (Hydra turns exceptions inside its callbacks into warnings).
-TERMINATED: list[Terminated] = []
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    """Record the signal and raise; ``gigpo_lab.train.main`` ends the parent run FAILED once the stack has
-    unwound. Not here: the handler runs on the main thread between two bytecodes of whatever it was doing,
-    which may be a write to the same sqlite store (a job's child run logging an iteration). That write holds
-    the store's lock until it unwinds, so a write from here waited out MLflow's 20-second busy timeout, failed,
-    and left the parent RUNNING (the flaky ``test_sigterm_to_the_launcher_ends_its_parent_run_failed``)."""
-    err = Terminated(128 + signum)
-    TERMINATED.append(err)
-    raise err
-
-
-def _exit_on_sigterm() -> None:
-    """In the launcher, SIGTERM becomes an exception (exit code 143), so that ``gigpo_lab.train.main`` ends
-    the open parent run FAILED with the reason; Python's default would end the process with no cleanup and
-    leave the parent RUNNING. Only when nothing else handles SIGTERM (Lightning installs its own in a run)."""
+def _exit_on_sigterm(state: SweepState) -> None:
+    """In the launcher, SIGTERM becomes an exception (exit code 143), so that the command ends the open parent
+    run FAILED with the reason; Python's default would end the process with no cleanup and leave the parent
+    RUNNING. Only when nothing else handles SIGTERM (Lightning installs its own in a run)."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
         signal.SIG_DFL,
         None,
     ):
-        signal.signal(signal.SIGTERM, _raise_terminated)
+        signal.signal(signal.SIGTERM, state.raise_terminated)
 
 
-def fail_open_sweeps(err: BaseException) -> None:
-    """End every parent run still open in this process FAILED, with the reason in its ``error`` tag: the
-    launcher died before the jobs ran (e.g. ``hydra/launcher=slurm`` where there is no ``sbatch``), so Hydra
-    never calls ``on_multirun_end``, or SIGTERM stopped it. No run is ever left RUNNING.
+def fail_open_sweeps(state: SweepState, err: BaseException) -> None:
+    """End every parent run still open in ``state`` FAILED, with the reason in its ``error`` tag: the launcher
+    died before the jobs ran (e.g. ``hydra/launcher=slurm`` where there is no ``sbatch``), so Hydra never
+    calls ``on_multirun_end``, or SIGTERM stopped it. No run is ever left RUNNING.
 
-    A parent run that cannot be ended now (its store is locked or gone) stays in ``OPEN_PARENTS``, so that a
-    later call can still end it."""
+    A parent run that cannot be ended now (its store is locked or gone) stays in ``state.open_parents``, so
+    that a later call can still end it."""
     for env in (PARENT_ENV, SWEEP_ENV):
         os.environ.pop(env, None)
-    for tracker in list(OPEN_PARENTS):
+    for tracker in list(state.open_parents):
         try:
             tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
             tracker.end("FAILED")
         except Exception:  # the store is locked or went away: the run stays open for a later call
             log.exception("could not mark the sweep parent run %s FAILED", tracker.run_id)
         else:
-            OPEN_PARENTS.remove(tracker)
+            state.open_parents.remove(tracker)

@@ -14,14 +14,18 @@ from gigpo_lab.tracking.mlflow_tracker import MlflowTracker
 
 
 @pytest.fixture
-def parent(tmp_path):
-    """An open sweep parent run, registered as the launcher registers it; the module's lists are emptied after."""
+def state():
+    """The launcher's sweep state, as ``gigpo-lab train`` makes it."""
+    return sweep.SweepState()
+
+
+@pytest.fixture
+def parent(tmp_path, state):
+    """An open sweep parent run, registered in ``state`` as the launcher registers it."""
     tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "sweeps", run_name="parent")
     tracker.start()
-    sweep.OPEN_PARENTS.append(tracker)
-    yield tracker
-    sweep.OPEN_PARENTS.clear()
-    sweep.TERMINATED.clear()
+    state.open_parents.append(tracker)
+    return tracker
 
 
 def _status(tracker: MlflowTracker) -> tuple[str, str | None]:
@@ -30,28 +34,28 @@ def _status(tracker: MlflowTracker) -> tuple[str, str | None]:
 
 
 def test_the_sigterm_handler_raises_without_writing_and_the_parent_is_ended_after_the_unwind(
-    parent, tmp_path
+    parent, state, tmp_path
 ):
     # The launcher's own thread is in the middle of a write to the store when the signal lands (a job's child
     # run logging an iteration): a raw connection holding the write lock stands for that interrupted write.
     with contextlib.closing(sqlite3.connect(tmp_path / "mlflow.db", isolation_level=None)) as writer:
         writer.execute("BEGIN IMMEDIATE")
         with pytest.raises(sweep.Terminated) as caught:
-            sweep._raise_terminated(signal.SIGTERM, None)
-        assert caught.value.code == 143 and sweep.TERMINATED == [caught.value]
-        assert sweep.OPEN_PARENTS == [parent]  # not dropped by a write that could not get the lock
+            state.raise_terminated(signal.SIGTERM, None)
+        assert caught.value.code == 143 and state.terminated is caught.value
+        assert state.open_parents == [parent]  # not dropped by a write that could not get the lock
         writer.execute("ROLLBACK")  # the interrupted write unwinds
-    sweep.fail_open_sweeps(caught.value)  # what ``gigpo_lab.train.main`` does with the exception
+    sweep.fail_open_sweeps(state, caught.value)  # what ``gigpo_lab.cli.train.main`` does with the exception
     assert _status(parent) == ("FAILED", "Terminated: the sweep's launcher received SIGTERM")
-    assert sweep.OPEN_PARENTS == []
+    assert state.open_parents == []
 
 
-def test_a_parent_run_that_cannot_be_ended_stays_open_for_the_next_call(parent):
+def test_a_parent_run_that_cannot_be_ended_stays_open_for_the_next_call(parent, state):
     parent.client.delete_run(parent.run_id)  # a write to a deleted run is refused by MLflow
     err = RuntimeError("the launcher died")
-    sweep.fail_open_sweeps(err)
-    assert sweep.OPEN_PARENTS == [parent]
+    sweep.fail_open_sweeps(state, err)
+    assert state.open_parents == [parent]
     parent.client.restore_run(parent.run_id)
-    sweep.fail_open_sweeps(err)
+    sweep.fail_open_sweeps(state, err)
     assert _status(parent) == ("FAILED", "RuntimeError: the launcher died")
-    assert sweep.OPEN_PARENTS == []
+    assert state.open_parents == []
