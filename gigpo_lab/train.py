@@ -5,7 +5,7 @@ columns, loss, policy, engine, collector and the Lightning module; ``build_train
 callbacks), opens the MLflow run when training starts (``open_run``), fits, and returns the final metrics.
 
 It knows no command line. What a person watching should see (a header, a progress line, a summary) goes
-through the ``Reporter`` its caller passes: ``gigpo-lab train`` and ``python -m gigpo_lab.train``
+through the ``Reporter`` its caller passes: ``gigpo-lab train`` and ``python -m gigpo_lab.cli train``
 (``gigpo_lab.cli.train``) pass one that prints; the default one logs.
 """
 
@@ -331,13 +331,3 @@ def _finish(
     run.end("KILLED" if trainer.interrupted else "FINISHED")
     reporter.summary(metrics, run.tracker.uri, run.run_id, ckpt_dir)
     return metrics
-
-
-if __name__ == "__main__":
-    # ``python -m gigpo_lab.train <overrides>`` is the same command as ``gigpo-lab train <overrides>`` (tests,
-    # docs and experiments/bench/check_bitexact.py run it, on older trees too), so this script entry hands over
-    # to the CLI, which holds the command line. Only the script (``__main__``) loads the CLI: the module
-    # ``gigpo_lab.train`` never does. (A static import graph draws this one arrow up into ``gigpo_lab/cli``.)
-    from gigpo_lab.cli.train import main
-
-    main()

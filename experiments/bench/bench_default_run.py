@@ -1,6 +1,6 @@
 """Wall time of one default run, old code against new, side by side on one thread.
 
-Runs ``python -m gigpo_lab.train <overrides>`` on one thread without a progress line (``lightning.*``, or
+Runs ``python -m gigpo_lab.cli train <overrides>`` on one thread without a progress line (``lightning.*``, or
 ``trainer.*`` in a tree from before the lightning group) with the old tree and the new tree first on ``PYTHONPATH``, alternately (old, new, old, new, ...), each in a fresh
 scratch dir (one sqlite MLflow store per tree, created before the timed runs as in a sweep; ``--fresh-store``
 times a first run's store creation too), and prints per tree the median wall time of the whole process
@@ -52,7 +52,8 @@ def one_run(tree: Path, overrides: str, python: str, scratch: Path, store: str |
     cmd = [
         python,
         "-m",
-        "gigpo_lab.train",
+        "gigpo_lab.cli",
+        "train",
         *shlex.split(overrides),
         *quiet_overrides(tree),
         f"tracking.uri={uri}",

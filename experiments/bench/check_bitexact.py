@@ -1,6 +1,6 @@
 """Check that two source trees train bit for bit alike: same config, same MLflow metric history.
 
-Runs ``python -m gigpo_lab.train <overrides>`` once with each tree first on ``PYTHONPATH`` (one torch thread,
+Runs ``python -m gigpo_lab.cli train <overrides>`` once with each tree first on ``PYTHONPATH`` (one torch thread,
 no progress bar, a fresh sqlite MLflow store and Hydra dir under ``--scratch``), reads every metric's full
 history (step, value) back from the store, and compares them exactly, except the timing metrics
 (``time/*``, ``perf/*``), which differ from run to run by nature. Exits 1 on any difference.
@@ -53,7 +53,8 @@ def run_train(tree: Path, overrides: str, scratch: Path, python: str) -> dict[st
     cmd = [
         python,
         "-m",
-        "gigpo_lab.train",
+        "gigpo_lab.cli",
+        "train",
         *shlex.split(overrides),
         *quiet_overrides(tree),
         f"tracking.uri=sqlite:///{db}",

@@ -1,4 +1,4 @@
-"""``gigpo-lab train [overrides…]`` (and ``python -m gigpo_lab.train``): Hydra's command line over
+"""``gigpo-lab train [overrides…]`` (and ``python -m gigpo_lab.cli train``): Hydra's command line over
 ``gigpo_lab.train.train``, ``-m`` for a multirun.
 
 What a person sees: a header, one progress line and a summary for a run (``ConsoleReporter``, handed to

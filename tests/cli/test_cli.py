@@ -1,4 +1,4 @@
-"""The console script and ``python -m gigpo_lab.train`` as real processes, from another working directory,
+"""The console script and ``python -m gigpo_lab.cli train`` as real processes, from another working directory,
 and from a non-editable (wheel) install."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_console_script_trains_from_any_directory_into_a_local_sqlite_store(tmp_
 
 
 def test_python_dash_m_works_too(tmp_path):
-    out = _run([sys.executable, "-m", "gigpo_lab.train", *TINY, "trainer.iterations=1"], tmp_path)
+    out = _run([sys.executable, "-m", "gigpo_lab.cli", "train", *TINY, "trainer.iterations=1"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "mlflow.db").is_file()
 
@@ -80,6 +80,8 @@ def test_non_editable_install_finds_its_configs(tmp_path):
     )
     assert probe.stdout.strip() == str(site / "gigpo_lab" / "_configs")
     out = _run(
-        [sys.executable, "-m", "gigpo_lab.train", *TINY, "trainer.iterations=1"], work, PYTHONPATH=str(site)
+        [sys.executable, "-m", "gigpo_lab.cli", "train", *TINY, "trainer.iterations=1"],
+        work,
+        PYTHONPATH=str(site),
     )
     assert out.returncode == 0, out.stderr[-3000:]

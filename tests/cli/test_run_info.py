@@ -1,7 +1,7 @@
 """Bad input: each a clear one-sentence error before any rollout (docs/FAULTS.md, "Bad input").
 
 Values go through ``train(cfg)`` (refused with the sentence before any MLflow run opens or any checkpoint
-folder is made); the CLI cases run ``python -m gigpo_lab.train`` as a real process. Tests share one sqlite store
+folder is made); the CLI cases run ``python -m gigpo_lab.cli train`` as a real process. Tests share one sqlite store
 (creating one takes seconds), each with its own output folder. More cases live in ``test_train.py``
 (``test_bad_values_fail_before_any_rollout``) and ``test_config.py`` (unknown options, misspelt schema
 keys, a string for a float).
@@ -164,7 +164,7 @@ def test_unknown_keys_and_wrong_types_fail_at_compose_time(override, message):
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "gigpo_lab.train", *args],
+        [sys.executable, "-m", "gigpo_lab.cli", "train", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

@@ -2,7 +2,7 @@
 
 Each command of every ``bash`` block is checked without training:
 
-* ``gigpo-lab train …`` and ``python -m gigpo_lab.train …``: the overrides compose (what ``--cfg job``
+* ``gigpo-lab train …`` and ``python -m gigpo_lab.cli train …``: the overrides compose (what ``--cfg job``
   checks), a multirun's comma lists cut to their first value, Hydra's flags dropped;
 * ``gigpo-lab <other command> …``: the command exists, and every ``--flag`` it uses is in its ``--help``;
 * ``make <target>``: the Makefile has the target;
@@ -77,8 +77,8 @@ def _train_overrides(argv: list[str]) -> list[str] | None:
     """The overrides of a training command (None if ``argv`` is not one)."""
     if argv[:2] == ["gigpo-lab", "train"]:
         rest = argv[2:]
-    elif argv[:3] == ["python", "-m", "gigpo_lab.train"]:
-        rest = argv[3:]
+    elif argv[:4] == ["python", "-m", "gigpo_lab.cli", "train"]:
+        rest = argv[4:]
     else:
         return None
     overrides = []

@@ -5,7 +5,7 @@
   before the run ends (its writes go to the fallback file, imported afterwards);
 - a multirun whose second job crashes mid-run.
 
-Training runs as ``python -m gigpo_lab.train`` in its own process. Envs are ``tests.tracking.faulty_env.FaultyEnv``
+Training runs as ``python -m gigpo_lab.cli train`` in its own process. Envs are ``tests.tracking.faulty_env.FaultyEnv``
 (a real FrozenLake), paced by ``step_delay_s`` where a test needs a run of known length.
 """
 
@@ -55,7 +55,7 @@ def paced(delay: float) -> list[str]:
 def start_training(args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     with log.open("w") as f:
         return subprocess.Popen(
-            [sys.executable, "-m", "gigpo_lab.train", *args],
+            [sys.executable, "-m", "gigpo_lab.cli", "train", *args],
             cwd=cwd,
             env=ENV,
             stdout=f,
@@ -272,7 +272,7 @@ def test_a_multirun_with_a_crashing_job_finishes_the_others_and_exits_non_zero(t
         f"hydra.sweep.dir={tmp_path / 'multirun'}",
     ]
     done = subprocess.run(
-        [sys.executable, "-m", "gigpo_lab.train", *args],
+        [sys.executable, "-m", "gigpo_lab.cli", "train", *args],
         cwd=tmp_path,
         env=ENV,
         capture_output=True,

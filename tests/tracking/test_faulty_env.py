@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 def test_the_faulty_env_loads_in_a_training_subprocess():
-    """The slow tests train in ``python -m gigpo_lab.train`` subprocesses with only the repository on
+    """The slow tests train in ``python -m gigpo_lab.cli train`` subprocesses with only the repository on
     ``PYTHONPATH``, and Hydra imports the faulty env there by name. A test-only import in its module
     (``tiny_sizes``, which only pytest puts on the path) once made all three fail with rc 1."""
     repo = Path(__file__).resolve().parents[2]
