@@ -23,7 +23,11 @@ What the recipe does, each point followed here (line numbers of ``core_hgpo.py``
 - groups of one row give no item (``if nL <= 1: continue``); the std is the population std
   (``r.std(unbiased=False)``), ``(r - mean) / (std + eps)`` or ``r - mean``;
 - items equal to 0 are dropped before weighting (``valid_mask = advs != 0``), so a level in which the row sits
-  at its group's mean does not pull the value toward 0; no item left gives 0;
+  at its group's mean does not pull the value toward 0; no item left gives 0. The rule is discontinuous: a
+  row that sits at its group's mean in exact arithmetic can get a rounding residue (1e-16) and count as an
+  item, and the rounding depends on the order of the sums (rewards 1, -1, 8.8e-84 summed in two row orders
+  give a mean of 0 or 4.4e-85). Kept as the recipe has it; on exact returns (round rewards, gamma 0.5 or 1)
+  the result does not depend on the row order;
 - weights ``L ** alpha`` normalised as ``w / (w.sum() + epsilon)``. **Deviation:** the lab divides by
   ``w.sum()`` alone (every w >= 1 when alpha >= 0), a relative difference of eps / sum(w) <= 5e-7, so that
   K = 0 is GiGPO's step level bit for bit;
@@ -37,8 +41,9 @@ Context in the lab. The tiny policy's prompt (``gigpo_lab/policy/tiny.py``) hold
 the last ``model.history_window`` *actions* (and, with ``mark_unchanged``, whether each left the state as it
 was); the HF policies hold the last ``history_window`` (observation, action) turns. The anchor is the
 current state alone, so GiGPO's step groups (level 0) mix rows whose prompts differ: the paper's "context
-inconsistency". HGPO's level k adds the last k *anchors*, so ``conf/estimator/hgpo.yaml`` sets K =
-``${model.history_window}``: the deepest level covers the prompt's window. Two rows that share their last
+inconsistency". HGPO's level k adds the last k *anchors*; K = ``history_length`` should equal
+``model.history_window`` (both default to 2, the recipe's value) so that the deepest level covers the
+prompt's window; a run that changes one sets the other. Two rows that share their last
 K anchors but reached them by different actions (two moves into the same wall) still share a group here,
 as in the recipe, which keys on states only; grouping on actions too would need an action-id column in
 ``StepBatch.columns()``.
@@ -82,8 +87,9 @@ class HGPO(Estimator):
     """Step advantages from nested history groups (same anchor, same last k anchors), weighted by depth.
 
     Args:
-        history_length: K >= 0, the deepest level (the recipe's ``history_length``, 2 in its scripts; the
-            config sets it to ``model.history_window``). K = 0 is GiGPO's step level.
+        history_length: K >= 0, the deepest level (the recipe's ``history_length``, 2 in its scripts, which
+            it also passes as the env's prompt window; keep it equal to ``model.history_window``). K = 0 is
+            GiGPO's step level.
         length_weight_alpha: alpha, level k weighs (k + 2) ** alpha and the episode item 1 (default 1.0;
             0 = uniform).
         episode_level: ``none`` (A = A^H, the recipe's default), ``weighted`` (A^E is one more item of
@@ -232,8 +238,8 @@ class HGPOSchema(GRPOSchema):
     """The schema of ``conf/estimator/hgpo.yaml``: nested history groups, adaptive weights (see ``HGPO``)."""
 
     _target_: str = "gigpo_lab.algorithm.hgpo.HGPO"
-    #: K >= 0, the deepest level: rows that share their anchor and their last K anchors (hgpo.yaml: the model's
-    #: history_window). 0 = GiGPO's anchor-state step groups only.
+    #: K >= 0, the deepest level: rows that share their anchor and their last K anchors; keep it equal to
+    #: model.history_window (both 2 by default). 0 = GiGPO's anchor-state step groups only.
     history_length: int = default_of(HGPO, "history_length")  # type: ignore[assignment]
     #: alpha >= 0: level k weighs (k + 2)^alpha, the episode item 1; 0 = uniform (recipe: 1.0).
     length_weight_alpha: float = default_of(HGPO, "length_weight_alpha")  # type: ignore[assignment]
