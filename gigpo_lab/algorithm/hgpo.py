@@ -69,7 +69,7 @@ from gigpo_lab.algorithm.base import (
     default_of,
     summary_metrics,
 )
-from gigpo_lab.algorithm.grouping import GroupStats, group_normalize, group_stats, pack, segment_sum
+from gigpo_lab.algorithm.grouping import GroupStats, group_normalize, group_stats, pack, rank, segment_sum
 from gigpo_lab.algorithm.grpo import EPISODE_DEFAULTS, EpisodeLevel, GRPOSchema, episode_advantages
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
@@ -80,6 +80,17 @@ from gigpo_lab.choices import choice_enum
 #: base_group=False), as one more weighted item of weight 1 (base_group=True), or added as in GiGPO.
 EPISODE_LEVELS: tuple[str, ...] = ("none", "weighted", "add")
 EpisodeLevelChoice = choice_enum("EpisodeLevelChoice", EPISODE_LEVELS, __name__)
+
+
+def _extend(ids: torch.Tensor, k: int, key: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Dense ids of the pairs (``ids`` in 0..k-1, ``key``) with one rank of ``ids * span + key`` when that fits
+    in int64 (``grouping.pack`` ranks ``key`` first when the pair is sparse: a second sort per level)."""
+    key = key.to(torch.int64)
+    lo, hi = int(key.min()), int(key.max())
+    span = hi - lo + 1
+    if k * span >= 2**62:
+        return pack(ids, k, key)
+    return rank(ids * span + (key - lo))
 
 
 @register_estimator("hgpo")
@@ -184,7 +195,7 @@ class HGPO(Estimator):
         for k in range(self.history_length + 1):
             if k > 0:
                 back = anchor_at.index_select(0, (position - k).clamp(min=0))  # s_{t-k} where t >= k
-                key, n_keys = pack(key, n_keys, back)
+                key, n_keys = _extend(key, n_keys, back)
             valid = rows.step >= k
             # Rows with t < k go to one extra segment, n_keys, whose statistics are never used.
             seg = torch.where(valid, key, torch.full_like(key, n_keys))
