@@ -181,6 +181,61 @@ def gigpo(
     return [e + step_advantage_weight * s for e, s in zip(episode, step, strict=True)]
 
 
+def hgpo(
+    rows,
+    history_length=2,
+    length_weight_alpha=1.0,
+    episode_level="none",
+    step_advantage_weight=1.0,
+    population_std=True,
+    gamma=0.95,
+    mode="mean_std_norm",
+    invalid_action_penalty=0.1,
+    epsilon=1e-6,
+    bootstrap_truncated=False,
+    **episode_params,
+):
+    """HGPO from its recipe (verl-agent ``recipe/hgpo/core_hgpo.py``, ``hgpo_advantage_estimate``), in its
+    shape: per trajectory, the anchors in step order; for each row and k = 0..min(K, t), the cluster key
+    (group, k, the k + 1 anchors ending at the row); a cluster of >= 2 rows gives each member the item
+    (k, norm(G)) with the population std (``r.std(unbiased=False)``) or, with ``population_std=False``, the
+    unbiased one; items equal to 0 are dropped; the rest are averaged with weights (k + 2) ** alpha (the
+    recipe's L ** alpha, L = anchors in the key + 1), the episode item (``episode_level="weighted"``, the
+    recipe's base_group) weighing 1 ** alpha. The recipe divides by sum(w) + eps; this oracle by sum(w), as
+    the lab does (ALGORITHMS.md). ``episode_level="add"`` is GiGPO's A^E + omega * A^H."""
+    episode = grpo(
+        rows, mode=mode, invalid_action_penalty=invalid_action_penalty, epsilon=epsilon, **episode_params
+    )
+    G = discounted_returns(rows, gamma, bootstrap_truncated)
+    value = {(r.traj, r.step): G[(r.traj, r.step)] - invalid_action_penalty * r.invalid for r in rows}
+    anchors = defaultdict(dict)
+    for r in rows:
+        anchors[r.traj][r.step] = r.anchor
+    clusters = defaultdict(list)
+    for r in rows:
+        for k in range(min(history_length, r.step) + 1):
+            seq = tuple(anchors[r.traj][t] for t in range(r.step - k, r.step + 1))
+            clusters[(r.group, k, seq)].append((r.traj, r.step))
+    items = defaultdict(list)
+    for (_, k, _), members in clusters.items():
+        if len(members) < 2:
+            continue
+        scores = [value[m] for m in members]
+        mean = _mean(scores)
+        std = statistics.pstdev(scores) if population_std else _std(scores)
+        for m, x in zip(members, scores, strict=True):
+            items[m].append((k, x - mean if mode == "mean_norm" else (x - mean) / (std + epsilon)))
+    out = []
+    for r, e in zip(rows, episode, strict=True):
+        mine = [((k + 2.0) ** length_weight_alpha, a) for k, a in items[(r.traj, r.step)]]
+        if episode_level == "weighted":
+            mine.append((1.0, e))
+        mine = [(w, a) for w, a in mine if a != 0]
+        step = sum(w * a for w, a in mine) / sum(w for w, _ in mine) if mine else 0.0
+        out.append(e + step_advantage_weight * step if episode_level == "add" else step)
+    return out
+
+
 def rloo(rows, invalid_action_penalty=0.1, **_):
     R = _returns(rows)
     trajs = defaultdict(set)
@@ -245,6 +300,7 @@ ORACLES = {
     "reinforce_pp": reinforce_pp,
     "gigpo": gigpo,
     "gigpo_step_index": gigpo_step_index,
+    "hgpo": hgpo,
 }
 
 

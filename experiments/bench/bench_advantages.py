@@ -184,6 +184,7 @@ def main() -> None:
         "py/gigpo",
         "ref/gigpo",
         "gigpo/grpo",
+        "hgpo/gigpo",
     ]
     lines, py_per_row, ref_per_row = [], None, None
     for size in args.sizes:
@@ -210,6 +211,7 @@ def main() -> None:
                 ratio(py_ms, gigpo),
                 ratio(ref_ms, gigpo),
                 f"{gigpo / times['grpo']:.2f}",
+                f"{times['hgpo'] / gigpo:.2f}",  # issue #33: HGPO (K = 2) within about 2x GiGPO
             ]
         )
 

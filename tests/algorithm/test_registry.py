@@ -23,7 +23,7 @@ from gigpo_lab.algorithm import (
 )
 from gigpo_lab.algorithm import registry as registry_module
 
-NAMES = ["gigpo", "gigpo_step_index", "grpo", "reinforce_pp", "rloo"]
+NAMES = ["gigpo", "gigpo_step_index", "grpo", "hgpo", "reinforce_pp", "rloo"]
 
 
 def cols(n_rows=6, **changes):

@@ -19,7 +19,14 @@ from gigpo_lab.config_paths import all_schemas, config_groups, register_schemas
 CONF = Path(__file__).resolve().parents[2] / "conf"
 NAMES = available_estimators()
 SCHEMAS = {k: v for k, v in all_schemas().items() if k.startswith("estimator/")}
-KL_IN_REWARD = {"grpo": False, "gigpo": False, "gigpo_step_index": False, "rloo": True, "reinforce_pp": True}
+KL_IN_REWARD = {
+    "grpo": False,
+    "gigpo": False,
+    "gigpo_step_index": False,
+    "hgpo": False,
+    "rloo": True,
+    "reinforce_pp": True,
+}
 
 
 def compose_estimator(name: str, overrides=(), config_dir: Path = CONF):

@@ -1,0 +1,272 @@
+"""hgpo: Hierarchy-of-Groups Policy Optimization (He, Feng et al., ICLR 2026, arXiv 2602.22817).
+
+ALGORITHMS.md, "hgpo". Semantics pinned from the recipe's code, ``recipe/hgpo/core_hgpo.py``
+(``hgpo_advantage_estimate``, the clusters loop, ``aggregate_items``, ``trajectory_advantages``), its call in
+``recipe/hgpo/hgpo_ray_trainer.py`` (``compute_advantage``, branch ``AdvantageEstimator.HGPO``) and its run
+scripts ``recipe/hgpo/run_qwen2.5_1.5b_alfworld_train.sh`` (history_length=2, mode=mean_std_norm,
+length_weight_alpha=1.0, base_group=False, gamma=0.95). The langfengQ/verl-agent tree itself was not
+available here; the recipe was read in copies that carry it verbatim (zzj1111/alfworldauto and
+OliverLeeXZ/SERL, ``recipe/hgpo/``). Paper notation: levels k = 0..K, groups G_0 ⊇ G_1 ⊇ … ⊇ G_K::
+
+    G_t     = r_t + gamma * G_{t+1} - p_t              GiGPO's step return (env rewards, undiscounted penalty)
+    key_k(i)= (group_id, s_t, s_{t-1}, …, s_{t-k})     row i = (trajectory, t); defined only when t >= k
+    G_k(i)  = the rows of i's key_k                     level 0 = GiGPO's anchor-state step group
+    a_k(i)  = norm(G_i) over G_k(i)                     only when |G_k(i)| >= 2; mean_norm or mean_std_norm
+    w_k     = (k + 2) ** alpha                          the recipe's L ** alpha, L = (anchors in the key) + 1
+    A^H_i   = sum_k w_k a_k(i) / sum_k w_k              over the levels with a_k(i) defined and != 0; else 0
+
+What the recipe does, each point followed here (line numbers of ``core_hgpo.py`` at the read copy):
+
+- the key is the sequence of **anchors** (``anchor_obs``, the raw states) ending at the row, within one
+  episode group (``uid``): ``clusters[(k, tuple(traj_h[ti][si - k + 1 : si + 1]))]``; actions are not in it;
+- a row with fewer than k previous steps (t < k) is in no level-k group (``k_upper = min(max_k, si + 1)``);
+- groups of one row give no item (``if nL <= 1: continue``); the std is the population std
+  (``r.std(unbiased=False)``), ``(r - mean) / (std + eps)`` or ``r - mean``;
+- items equal to 0 are dropped before weighting (``valid_mask = advs != 0``), so a level in which the row sits
+  at its group's mean does not pull the value toward 0; no item left gives 0. The rule is discontinuous: a
+  row that sits at its group's mean in exact arithmetic can get a rounding residue (1e-16) and count as an
+  item, and the rounding depends on the order of the sums (rewards 1, -1, 8.8e-84 summed in two row orders
+  give a mean of 0 or 4.4e-85). Kept as the recipe has it; on exact returns (round rewards, gamma 0.5 or 1)
+  the result does not depend on the row order;
+- weights ``L ** alpha`` normalised as ``w / (w.sum() + epsilon)``. **Deviation:** the lab divides by
+  ``w.sum()`` alone (every w >= 1 when alpha >= 0), a relative difference of eps / sum(w) <= 5e-7, so that
+  K = 0 is GiGPO's step level bit for bit;
+- the episode term: with ``base_group=False`` (the published runs) there is none, A = A^H
+  (``episode_level: none``, this class's default); with ``base_group=True`` GiGPO's episode advantage enters
+  the weighted mean as one more item of weight 1 ** alpha = 1 (``episode_level: weighted``). The lab adds
+  ``episode_level: add``: A = A^E + omega * A^H, GiGPO's composition; with ``history_length: 0`` and
+  ``population_std: false`` that is ``gigpo`` exactly (tests/algorithm/test_hgpo.py).
+
+Context in the lab. The tiny policy's prompt (``gigpo_lab/policy/tiny.py``) holds the current anchor and
+the last ``model.history_window`` *actions* (and, with ``mark_unchanged``, whether each left the state as it
+was); the HF policies hold the last ``history_window`` (observation, action) turns. The anchor is the
+current state alone, so GiGPO's step groups (level 0) mix rows whose prompts differ: the paper's "context
+inconsistency". HGPO's level k adds the last k *anchors*; K = ``history_length`` should equal
+``model.history_window`` (both default to 2, the recipe's value) so that the deepest level covers the
+prompt's window; a run that changes one sets the other. Two rows that share their last
+K anchors but reached them by different actions (two moves into the same wall) still share a group here,
+as in the recipe, which keys on states only; grouping on actions too would need an action-id column in
+``StepBatch.columns()``.
+
+Vectorised: one (traj, step) layout; the level-k key packs the level-(k-1) id with the anchor k steps back
+(``grouping.pack``), and the statistics are segment sums. A Python loop runs over the K + 1 levels only.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import torch
+
+from gigpo_lab.algorithm.base import (
+    BASE_COLUMNS,
+    Estimator,
+    Mode,
+    check_bool,
+    check_choice,
+    check_real,
+    summary_metrics,
+)
+from gigpo_lab.algorithm.grouping import GroupStats, group_normalize, group_stats, pack, rank, segment_sum
+from gigpo_lab.algorithm.grpo import EPISODE_DEFAULTS, EpisodeLevel, GRPOSchema, episode_advantages
+from gigpo_lab.algorithm.prepare import Rows
+from gigpo_lab.algorithm.registry import register_estimator
+from gigpo_lab.algorithm.returns import discounted_returns, truncated_tail
+from gigpo_lab.choices import choice_enum, default_of
+
+#: How the episode-level advantage A^E enters (module docstring): not at all (the recipe's
+#: base_group=False), as one more weighted item of weight 1 (base_group=True), or added as in GiGPO.
+EPISODE_LEVELS: tuple[str, ...] = ("none", "weighted", "add")
+EpisodeLevelChoice = choice_enum("EpisodeLevelChoice", EPISODE_LEVELS, __name__)
+
+
+def _extend(ids: torch.Tensor, k: int, key: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Dense ids of the pairs (``ids`` in 0..k-1, ``key``) with one rank of ``ids * span + key`` when that fits
+    in int64 (``grouping.pack`` ranks ``key`` first when the pair is sparse: a second sort per level)."""
+    key = key.to(torch.int64)
+    lo, hi = int(key.min()), int(key.max())
+    span = hi - lo + 1
+    if k * span >= 2**62:
+        return pack(ids, k, key)
+    return rank(ids * span + (key - lo))
+
+
+@register_estimator("hgpo")
+class HGPO(Estimator):
+    """Step advantages from nested history groups (same anchor, same last k anchors), weighted by depth.
+
+    Args:
+        history_length: K >= 0, the deepest level (the recipe's ``history_length``, 2 in its scripts, which
+            it also passes as the env's prompt window; keep it equal to ``model.history_window``). K = 0 is
+            GiGPO's step level.
+        length_weight_alpha: alpha, level k weighs (k + 2) ** alpha and the episode item 1 (default 1.0;
+            0 = uniform).
+        episode_level: ``none`` (A = A^H, the recipe's default), ``weighted`` (A^E is one more item of
+            weight 1, the recipe's base_group) or ``add`` (A = A^E + omega * A^H, GiGPO's composition).
+        step_advantage_weight: omega >= 0, used with ``episode_level: add`` only (default 1.0).
+        population_std: true (the recipe: std over n) or false (unbiased, n - 1, as GiGPO's step level);
+            only ``mean_std_norm`` reads it, and only at the step levels (A^E keeps the unbiased std).
+        gamma: discount of the step return, as in GiGPO (default 0.95, the recipe's scripts).
+        mode: ``mean_std_norm`` (the recipe's scripts, the default here) or ``mean_norm``; at every level
+            and in A^E.
+        normalize_over, invalid_action_penalty, epsilon, episode_singleton: as in ``GRPO`` (A^E); the
+            penalty and epsilon also apply to the step levels.
+        bootstrap_truncated: as in ``GiGPO`` (a lab variant, off by default).
+    """
+
+    def __init__(
+        self,
+        history_length: int = 2,
+        length_weight_alpha: float = 1.0,
+        episode_level: str = "none",
+        step_advantage_weight: float = 1.0,
+        population_std: bool = True,
+        gamma: float = 0.95,
+        mode: str = "mean_std_norm",
+        normalize_over: str = EPISODE_DEFAULTS.normalize_over,
+        invalid_action_penalty: float = EPISODE_DEFAULTS.invalid_action_penalty,
+        epsilon: float = EPISODE_DEFAULTS.epsilon,
+        episode_singleton: str = EPISODE_DEFAULTS.episode_singleton,
+        bootstrap_truncated: bool = False,
+    ) -> None:
+        name = self.name
+        if isinstance(history_length, bool) or not isinstance(history_length, int) or history_length < 0:
+            raise ValueError(f"{name}: history_length must be an integer >= 0, got {history_length!r}")
+        self.history_length = int(history_length)
+        self.length_weight_alpha = check_real(name, "length_weight_alpha", length_weight_alpha, low=0.0)
+        if isinstance(episode_level, enum.Enum):
+            episode_level = episode_level.value
+        self.episode_level = check_choice(name, "episode_level", episode_level, EPISODE_LEVELS)
+        self.step_advantage_weight = check_real(name, "step_advantage_weight", step_advantage_weight, low=0.0)
+        self.population_std = check_bool(name, "population_std", population_std)
+        self.gamma = check_real(name, "gamma", gamma, low=0.0, high=1.0)
+        self.episode = EpisodeLevel.checked(
+            name,
+            mode=mode,
+            normalize_over=normalize_over,
+            invalid_action_penalty=invalid_action_penalty,
+            epsilon=epsilon,
+            episode_singleton=episode_singleton,
+        )
+        self.bootstrap_truncated = check_bool(name, "bootstrap_truncated", bootstrap_truncated)
+        if self.bootstrap_truncated and self.gamma == 1.0:
+            raise ValueError(
+                f"{name}: bootstrap_truncated needs gamma < 1; set estimator.gamma below 1 or "
+                "estimator.bootstrap_truncated=false"
+            )
+        super().__init__(
+            history_length=self.history_length,
+            length_weight_alpha=self.length_weight_alpha,
+            episode_level=self.episode_level,
+            step_advantage_weight=self.step_advantage_weight,
+            population_std=self.population_std,
+            gamma=self.gamma,
+            **vars(self.episode),
+            bootstrap_truncated=self.bootstrap_truncated,
+        )
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        cut = ("truncated",) if self.bootstrap_truncated else ()
+        return (*BASE_COLUMNS, "step_ids", "anchor_ids", *cut)
+
+    def step_returns(self, rows: Rows) -> torch.Tensor:
+        """G_t - p_t (N,) float64, exactly as ``GiGPO.compute`` forms it."""
+        returns = discounted_returns(rows.rewards, rows.traj, rows.layout, self.gamma)
+        if self.bootstrap_truncated:
+            returns = returns + truncated_tail(
+                rows.rewards, rows.traj, rows.step, rows.layout, rows.truncated, self.gamma
+            )
+        return returns - self.episode.invalid_action_penalty * rows.invalid
+
+    def level_advantages(
+        self, rows: Rows, returns: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """a_k (K+1, N) float64 and its item mask (K+1, N) bool (defined and != 0), and the groups per level."""
+        level = self.episode
+        position = rows.layout.position
+        anchor_at = torch.empty_like(rows.anchor).scatter_(
+            0, position, rows.anchor
+        )  # anchors in (traj, t) order
+        advs, items, n_groups = [], [], []
+        key, n_keys = pack(rows.group, rows.n_groups, rows.anchor)  # level 0: (group_id, s_t)
+        for k in range(self.history_length + 1):
+            if k > 0:
+                back = anchor_at.index_select(0, (position - k).clamp(min=0))  # s_{t-k} where t >= k
+                key, n_keys = _extend(key, n_keys, back)
+            valid = rows.step >= k
+            # Rows with t < k go to one extra segment, n_keys, whose statistics are never used.
+            seg = torch.where(valid, key, torch.full_like(key, n_keys))
+            stats = self.stats(returns, seg, n_keys + 1)
+            a = group_normalize(
+                returns, seg, n_keys + 1, mode=level.mode, eps=level.epsilon, singleton="zero", stats=stats
+            )
+            item = valid & (stats.count.index_select(0, seg) >= 2) & (a != 0)
+            advs.append(torch.where(item, a, torch.zeros_like(a)))
+            items.append(item)
+            n_groups.append(int((stats.count[:n_keys] > 0).sum()))
+        return torch.stack(advs), torch.stack(items), n_groups
+
+    def stats(self, values: torch.Tensor, seg: torch.Tensor, num: int) -> GroupStats:
+        """Count, mean and std per segment; the std over n (population) or n - 1 (``population_std``)."""
+        with_std = self.episode.mode == "mean_std_norm"
+        if not (with_std and self.population_std):
+            return group_stats(values, seg, num, with_std=with_std)
+        count, mean, _ = group_stats(values, seg, num, with_std=False)
+        dev = values - mean.index_select(0, seg)
+        var = segment_sum(dev * dev, seg, num) / count.clamp(min=1).to(values.dtype)
+        return GroupStats(count, mean, torch.where(count > 1, var.sqrt(), torch.zeros_like(var)))
+
+    def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
+        returns = self.step_returns(rows)
+        advs, items, n_groups = self.level_advantages(rows, returns)  # (K+1, N) each
+        levels = torch.arange(self.history_length + 1, dtype=torch.float64, device=returns.device)
+        weight = (levels + 2.0).pow(self.length_weight_alpha).unsqueeze(1) * items  # (K+1, N)
+        episode = None
+        if self.episode_level != "none":
+            episode = episode_advantages(rows, self.episode)
+        if self.episode_level == "weighted":  # the recipe's base_group: one item of weight 1 ** alpha = 1
+            has = episode != 0
+            advs = torch.cat([torch.where(has, episode, torch.zeros_like(episode)).unsqueeze(0), advs])
+            weight = torch.cat([has.to(torch.float64).unsqueeze(0), weight])
+        total = weight.sum(0)  # (N,)
+        share = weight / torch.where(total > 0, total, torch.ones_like(total))
+        step = (share * advs).sum(0)
+        adv = step if self.episode_level != "add" else episode + self.step_advantage_weight * step
+        metrics = {**summary_metrics("adv/step_", step), "adv/step_groups": float(n_groups[0])}
+        for k in range(self.history_length + 1):  # groups of level k, and the share of rows it credits
+            metrics[f"adv/level{k}_groups"] = float(n_groups[k])
+            metrics[f"adv/level{k}_frac"] = float(items[k].sum()) / rows.n
+        if episode is not None:
+            metrics.update(summary_metrics("adv/episode_", episode))
+        return adv, metrics
+
+
+@dataclass
+class HGPOSchema(GRPOSchema):
+    """The option ``estimator=hgpo``: nested history groups, adaptive weights (see ``HGPO``)."""
+
+    _target_: str = "gigpo_lab.algorithm.hgpo.HGPO"
+    #: K >= 0, the deepest level: rows that share their anchor and their last K anchors; keep it equal to
+    #: model.history_window (both 2 by default). 0 = GiGPO's anchor-state step groups only.
+    history_length: int = default_of(HGPO, "history_length")  # type: ignore[assignment]
+    #: alpha >= 0: level k weighs (k + 2)^alpha, the episode item 1; 0 = uniform (recipe: 1.0).
+    length_weight_alpha: float = default_of(HGPO, "length_weight_alpha")  # type: ignore[assignment]
+    #: none | weighted | add: no episode term (the recipe's default), A^E as one item of weight 1 (the
+    #: recipe's base_group), or A = A^E + omega * A^H (GiGPO's composition).
+    episode_level: EpisodeLevelChoice = EpisodeLevelChoice[default_of(HGPO, "episode_level")]
+    #: omega >= 0, the weight of A^H under episode_level=add.
+    step_advantage_weight: float = default_of(HGPO, "step_advantage_weight")  # type: ignore[assignment]
+    #: true = the recipe's std over n at the step levels; false = unbiased (n - 1), as GiGPO.
+    population_std: bool = default_of(HGPO, "population_std")  # type: ignore[assignment]
+    #: gamma in [0, 1], discount of the step return (recipe's scripts: 0.95).
+    gamma: float = default_of(HGPO, "gamma")  # type: ignore[assignment]
+    #: mean_norm | mean_std_norm, at every level and in A^E (recipe's scripts: mean_std_norm).
+    mode: Mode = Mode[default_of(HGPO, "mode")]
+    #: as gigpo's: a cut episode's G_t continues at its mean reward (a lab variant, off by default).
+    bootstrap_truncated: bool = default_of(HGPO, "bootstrap_truncated")  # type: ignore[assignment]
+
+
+#: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"estimator/hgpo": HGPOSchema}
