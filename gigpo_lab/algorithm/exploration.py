@@ -183,10 +183,10 @@ class CountBonus:
     def __call__(self, batch: StepBatch) -> ExplorationOutput:
         """Count the batch's next states and pay the bonus: added to ``batch.rewards`` (N,), or, with
         ``own_advantage``, returned as the output's ``intrinsic_advantages`` (N,) float64 (``add_to``).
-        Needs ``extras["next_anchors"]`` (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and
+        Needs ``next_anchor_texts`` (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and
         ``anchor_texts``; with ``own_advantage``, ``group_ids``, ``traj_ids`` and ``step_ids``)."""
         beta = self.current_beta()  # before counting this batch: its progress is the earlier collections'
-        n, new = self.count(batch.extras["next_anchors"])
+        n, new = self.count(batch.next_anchor_texts)
         self.collections += 1
         visits = first_visits(batch) if self.first_visit else torch.ones_like(n)
         bonus = beta / n.sqrt() * visits
@@ -236,7 +236,7 @@ def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch, gamma: float = 0
 def first_visits(batch: StepBatch) -> torch.Tensor:
     """(N,) float64: 1.0 on a row whose next anchor its trajectory had not been in before (the reset anchor
     and every earlier next anchor count as visited), else 0.0. Rows may come in any order."""
-    nxt, anchors = batch.extras["next_anchors"], batch.anchor_texts
+    nxt, anchors = batch.next_anchor_texts, batch.anchor_texts
     traj, step = batch.traj_ids.tolist(), batch.step_ids.tolist()
     out = torch.zeros(len(nxt), dtype=torch.float64)
     seen: dict[int, set[str]] = {}

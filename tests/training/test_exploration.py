@@ -31,7 +31,7 @@ def _batch(next_anchors: list[str], rewards: list[float] | None = None) -> StepB
     n = len(next_anchors)
     r = torch.tensor(rewards if rewards is not None else [0.0] * n, dtype=torch.float32)
     zeros = torch.zeros(n, dtype=torch.long)
-    return StepBatch(rewards=r, group_ids=zeros, traj_ids=zeros, extras={"next_anchors": next_anchors})
+    return StepBatch(rewards=r, group_ids=zeros, traj_ids=zeros, next_anchor_texts=next_anchors)
 
 
 def test_counts_and_bonus_match_a_hand_computed_oracle():
@@ -272,7 +272,7 @@ def test_the_collector_reports_the_anchor_after_every_step():
     policy = build_tiny_policy(env_fn().unwrapped.vocabulary(), d_model=32, seed=0)
     collector = Collector(env_fn, policy, build_torch_engine(policy), groups=2, group_size=3)
     batch, _ = collector.collect([3, 4], torch.Generator().manual_seed(0))
-    nxt = batch.extras["next_anchors"]
+    nxt = batch.next_anchor_texts
     assert len(nxt) == len(batch)
     for traj, env in enumerate(collector.envs):
         rows = (batch.traj_ids == traj).nonzero().squeeze(1).tolist()  # in step order

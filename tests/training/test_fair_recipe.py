@@ -41,7 +41,7 @@ def _batch(rows) -> StepBatch:
     cols = oracle.columns(rows)
     batch = StepBatch(**{k: v for k, v in cols.items() if k != "anchor_texts"})
     batch.anchor_texts = [f"s{r.anchor}" for r in rows]
-    batch.extras["next_anchors"] = _next_anchors(rows)
+    batch.next_anchor_texts = _next_anchors(rows)
     return batch
 
 
