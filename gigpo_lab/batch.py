@@ -48,7 +48,10 @@ class StepBatch:
         response_ids: (N, R) int64, right-padded; response_mask: (N, R) bool.
         old_logprobs / ref_logprobs: (N, R) float, sampling and reference log-probs of the response tokens.
         advantages: (N,) float, filled by the estimator.
-    Non-tensor columns: anchor_texts (list of N str), success (per trajectory, filled by the collector).
+    Non-tensor columns: anchor_texts (list of N str); next_anchor_texts (list of N str, the anchor after each
+    row's step: the exploration bonus counts them; an env that raised: the anchor before it).
+    ``extras``: per-trajectory values of the collector (``Collector.collect``),
+    not sliced by ``select``.
     """
 
     rewards: torch.Tensor
@@ -59,6 +62,7 @@ class StepBatch:
     invalid: torch.Tensor | None = None
     truncated: torch.Tensor | None = None
     anchor_texts: list[str] | None = None
+    next_anchor_texts: list[str] | None = None
     prompt_ids: torch.Tensor | None = None
     prompt_mask: torch.Tensor | None = None
     response_ids: torch.Tensor | None = None
@@ -94,7 +98,7 @@ class StepBatch:
             value = getattr(self, f.name)
             if isinstance(value, torch.Tensor):
                 out[f.name] = value[index]
-            elif f.name == "anchor_texts" and value is not None:
+            elif f.name in ("anchor_texts", "next_anchor_texts") and value is not None:
                 out[f.name] = [value[i] for i in index.tolist()]
             else:
                 out[f.name] = value

@@ -219,10 +219,10 @@ def worker(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path
         if i == 0:
             counter = saved_tensor_bytes(weights)
             with counter:
-                loss = module.training_step(mb, i)
+                loss = module.minibatch_loss(mb, torch.Tensor.backward)[0]
             saved = counter.peak
         else:
-            loss = module.training_step(mb, i)
+            loss = module.minibatch_loss(mb, torch.Tensor.backward)[0]
         loss.backward()
         if i == 0:
             torch.save(torch.cat([p.grad.flatten() for p in params]), out_dir / "grad.pt")

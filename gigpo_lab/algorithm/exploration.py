@@ -59,7 +59,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -81,15 +81,31 @@ def state_key(anchor: str) -> str:
     return hashlib.blake2b(anchor.encode("utf-8"), digest_size=8).hexdigest()
 
 
+@dataclass
+class ExplorationOutput:
+    """What an exploration bonus returns for one collected batch of N rows.
+
+    metrics: ``rollout/...`` diagnostics, plain floats.
+    intrinsic_advantages: (N,) float64, ``beta_c * A_int`` per row (``own_advantage``), or None when the bonus
+        went into ``batch.rewards`` (or there is none).
+    """
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    intrinsic_advantages: torch.Tensor | None = None
+
+    def add_to(self, advantages: torch.Tensor) -> torch.Tensor:
+        """The estimator's advantages (N,) plus the intrinsic stream, in their dtype (the same tensor when there
+        is no stream)."""
+        if self.intrinsic_advantages is None:
+            return advantages
+        return (advantages.double() + self.intrinsic_advantages).to(advantages.dtype)
+
+
 class NoBonus:
     """``exploration=none``: the rewards are left as the env paid them; no metrics, no state."""
 
-    def __call__(self, batch: StepBatch) -> dict[str, float]:
-        return {}
-
-    def advantages(self, batch: StepBatch, advantages: torch.Tensor) -> torch.Tensor:
-        """The estimator's advantages (N,), unchanged."""
-        return advantages
+    def __call__(self, batch: StepBatch) -> ExplorationOutput:
+        return ExplorationOutput()
 
     def state(self) -> dict:
         return {}
@@ -165,13 +181,13 @@ class CountBonus:
             self.counts[k] = seen + 1
         return torch.tensor([self.counts[k] for k in keys], dtype=torch.float64), new
 
-    def __call__(self, batch: StepBatch) -> dict[str, float]:
+    def __call__(self, batch: StepBatch) -> ExplorationOutput:
         """Count the batch's next states and pay the bonus: added to ``batch.rewards`` (N,), or, with
-        ``own_advantage``, kept in ``batch.extras["intrinsic_advantages"]`` (N,) float64 for ``advantages``.
-        Needs ``extras["next_anchors"]`` (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and
+        ``own_advantage``, returned as the output's ``intrinsic_advantages`` (N,) float64 (``add_to``).
+        Needs ``next_anchor_texts`` (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and
         ``anchor_texts``; with ``own_advantage``, ``group_ids``, ``traj_ids`` and ``step_ids``)."""
         beta = self.current_beta()  # before counting this batch: its progress is the earlier collections'
-        n, new = self.count(batch.extras["next_anchors"])
+        n, new = self.count(batch.next_anchor_texts)
         self.collections += 1
         visits = first_visits(batch) if self.first_visit else torch.ones_like(n)
         bonus = beta / n.sqrt() * visits
@@ -183,18 +199,10 @@ class CountBonus:
         }
         if self.own_advantage:  # whitened, so the stream is computed from the beta = 1 bonus
             intrinsic = beta * intrinsic_advantages(visits / n.sqrt(), batch, self.gamma)
-            batch.extras["intrinsic_advantages"] = intrinsic
             metrics["rollout/intrinsic_adv_abs"] = intrinsic.abs().mean().item() if len(intrinsic) else 0.0
-        else:
-            batch.rewards = (batch.rewards.double() + bonus).to(batch.rewards.dtype)
-        return metrics
-
-    def advantages(self, batch: StepBatch, advantages: torch.Tensor) -> torch.Tensor:
-        """The estimator's advantages (N,) plus the intrinsic stream of this batch, if ``own_advantage``."""
-        intrinsic = batch.extras.get("intrinsic_advantages")
-        if intrinsic is None:
-            return advantages
-        return (advantages.double() + intrinsic).to(advantages.dtype)
+            return ExplorationOutput(metrics, intrinsic)
+        batch.rewards = (batch.rewards.double() + bonus).to(batch.rewards.dtype)
+        return ExplorationOutput(metrics)
 
     def state(self) -> dict:
         return {"counts": dict(self.counts), "collections": self.collections}
@@ -229,7 +237,7 @@ def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch, gamma: float = 0
 def first_visits(batch: StepBatch) -> torch.Tensor:
     """(N,) float64: 1.0 on a row whose next anchor its trajectory had not been in before (the reset anchor
     and every earlier next anchor count as visited), else 0.0. Rows may come in any order."""
-    nxt, anchors = batch.extras["next_anchors"], batch.anchor_texts
+    nxt, anchors = batch.next_anchor_texts, batch.anchor_texts
     traj, step = batch.traj_ids.tolist(), batch.step_ids.tolist()
     out = torch.zeros(len(nxt), dtype=torch.float64)
     seen: dict[int, set[str]] = {}

@@ -85,8 +85,8 @@ class Collector:
         Returns:
             the ``StepBatch`` of all N step rows (token columns, ``old_logprobs`` = the engine's sampling
             log-probs, scalar columns, ``anchor_texts``) with per-trajectory ``extras`` ("success", "returns",
-            "lengths", "traj_group": (B*G,) tensors; "samples": JSON-able dicts; per row "next_anchors": N
-            anchor strings after the step), and the rollout metrics.
+            "lengths", "traj_group": (B*G,) tensors; "samples": JSON-able dicts) and ``next_anchor_texts``
+            (N anchor strings after the step), and the rollout metrics.
         """
         if len(seeds) != self.groups:
             raise ValueError(f"collect got {len(seeds)} seeds for groups={self.groups}")
@@ -123,6 +123,7 @@ class Collector:
             response_ids=rows["response_ids"],
             response_mask=rows["response_mask"],
             old_logprobs=rows["logprobs"],
+            next_anchor_texts=next_anchors,  # exploration bonuses count them
             extras={
                 "success": success,
                 "returns": returns,
@@ -130,7 +131,6 @@ class Collector:
                 "traj_group": traj_group,
                 "samples": self._samples(turns, env_seeds, success, returns, failed),
                 "env_failed": failed,
-                "next_anchors": next_anchors,  # N anchors after each row's step (exploration bonuses)
             },
         )
         ok = ~failed

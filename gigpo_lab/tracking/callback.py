@@ -1,7 +1,9 @@
-"""``IterationLogger``: the Lightning callback that closes each iteration and writes it to MLflow.
+"""``IterationLogger``: the Lightning callback that writes each iteration's metrics and samples to MLflow.
 
-Lightning calls callbacks' ``on_train_epoch_end`` before ``ModelCheckpoint`` saves, so an iteration's
-metrics are written before the checkpoint that follows it.
+It only observes: the module ends its iteration itself, in the last minibatch's ``on_train_batch_end``, and
+queues what it produced (``pending_metrics``, ``pending_samples``). Lightning then calls this callback's
+``on_train_epoch_end`` before ``ModelCheckpoint``'s (``gigpo_lab/training/module.py``, module docstring), so
+an iteration's metrics are written before the checkpoint that follows it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from gigpo_lab.tracking.mlflow_tracker import MlflowTracker
 
 
 class IterationLogger(L.Callback):
-    """Finish each iteration on the module and write its queued metrics and samples in one batch.
+    """Write the metrics and samples the module queued for each iteration, in one batch.
 
     Args:
         tracker: the run's writer: a ``BufferedRun`` (buffers while the store is unreachable, never writes a
@@ -45,10 +47,10 @@ class IterationLogger(L.Callback):
             pl_module.mlflow_run_id = self.tracker.run_id
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module) -> None:
-        pl_module.finish_iteration()
         self.flush(pl_module)
 
     def flush(self, pl_module) -> None:
+        """Write and forget what ``pl_module`` queued (also called by ``train`` when a run fails)."""
         for step, metrics in pl_module.pending_metrics:
             self.history.append((step, metrics))
             if self.tracker is not None:

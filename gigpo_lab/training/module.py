@@ -3,16 +3,23 @@
 One Lightning epoch is one training iteration (ARCHITECTURE.md, "How the data flows"):
 
 1. ``prepare_iteration`` (called by the dataset at the start of the epoch): evaluate when due, collect
-   B groups x G envs, score old and reference log-probs, compute the advantages, and cut K epochs of
-   shuffled minibatches.
+   B groups x G envs, score old and reference log-probs, shape the rewards, compute the advantages, and cut
+   K epochs of shuffled minibatches.
 2. ``training_step`` on each minibatch: the clipped surrogate + KL + entropy loss.
-3. ``finish_iteration`` (called by the ``IterationLogger`` callback at the end of the epoch): sync the
-   rollout engine's weights and queue the iteration's metrics, which the callback writes once.
+3. ``on_train_batch_end`` of the iteration's last minibatch: sync the rollout engine's weights, queue the
+   iteration's metrics (and the final evaluation after the last iteration) in ``pending_metrics``.
+
+The module ends its own iteration; callbacks only observe. Step 3 is the last minibatch's
+``on_train_batch_end``, not ``on_train_epoch_end``, because of the order in which Lightning 2.6 calls the
+epoch-end hooks (``FitLoop.on_advance_end``): callbacks' ``on_train_epoch_end`` first (the
+``IterationLogger`` writes ``pending_metrics``, the ``ProgressLine`` prints), then the module's, then
+``ModelCheckpoint``'s, which saves. Ending the iteration before all of them, every observer sees the whole
+iteration, and a checkpoint always follows the metrics of its iteration (a run killed after it resumes
+without a gap in the metrics).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections import defaultdict
 
@@ -21,10 +28,12 @@ import torch
 
 from gigpo_lab.algorithm.diagnostics import CollapseCounter, group_signal, logprob_gap, token_entropy
 from gigpo_lab.algorithm.exploration import NoBonus
-from gigpo_lab.algorithm.loss import PolicyLoss
+from gigpo_lab.algorithm.loss import LossOutput, PolicyLoss
+from gigpo_lab.algorithm.shaping import clip_rewards, penalize_kl
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.packing.distinct_rows import distinct_rows_logprobs, score_unique_rows
 from gigpo_lab.packing.microbatch import chunked_logprobs, microbatched_loss
+from gigpo_lab.training.checkpointing import mark_finished_epoch_completed
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.distributed import across_ranks
 from gigpo_lab.training.schema import TrainerConfig
@@ -41,22 +50,6 @@ def iteration_seed(seed: int, iteration: int) -> int:
 def _plain_logprobs(model, *columns: torch.Tensor, temperature: float = 1.0):
     """``model.logprobs`` on every row: the update's forward without ``distinct_rows``."""
     return model.logprobs(*columns, temperature=temperature)
-
-
-def mark_finished_epoch_completed(checkpoint: dict) -> None:
-    """Make a checkpoint written at the end of an iteration resume at the next one, not re-run it.
-
-    ``ModelCheckpoint`` saves in ``on_train_epoch_end``, before Lightning counts the epoch as completed. On
-    resume Lightning fixes the count only after its first ``iter()`` of the data, which already runs the
-    next iteration's rollout (the prefetch), so that rollout would run as the finished iteration again.
-    Counting the epoch as completed in the loaded state (as in a checkpoint written after ``fit``) avoids it.
-    """
-    progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_progress")
-    if not progress:
-        return
-    for counts in (progress["current"], progress["total"]):
-        if counts["ready"] == counts["started"] == counts["processed"] == counts["completed"] + 1:
-            counts["completed"] = counts["processed"]
 
 
 class GiGPOModule(L.LightningModule):
@@ -79,7 +72,11 @@ class GiGPOModule(L.LightningModule):
         logprob_temperature: the rollout's sampling temperature; old, reference and current log-probs are all
             taken at it, so the PPO ratio compares the distributions the tokens were sampled from (verl's choice).
         exploration: an exploration bonus (``gigpo_lab.algorithm.exploration``: called on each collected batch, it may add
-            to ``batch.rewards`` before the estimator; its ``state()`` is checkpointed); None = ``NoBonus``.
+            to ``batch.rewards`` before the estimator, or return an advantage stream that is added to the
+            estimator's; its ``state()`` is checkpointed); None = ``NoBonus``.
+
+    Outside a Trainer (scripts that drive the parts by hand, as ``experiments/bench/bench_llm_iteration.py``)
+    the public ``score``, ``minibatch_loss`` and ``evaluate`` work alone; the Lightning hooks need the Trainer.
     """
 
     def __init__(
@@ -134,6 +131,7 @@ class GiGPOModule(L.LightningModule):
         self._train_stats: dict[str, list[float]] = defaultdict(list)
         self._iter_metrics: dict[str, float] = {}
         self._update_start = 0.0
+        self._minibatches_left = 0  # of this iteration: the last one's on_train_batch_end ends the iteration
 
     # ----------------------------------------------------------------- Lightning plumbing
     def on_fit_start(self) -> None:
@@ -199,8 +197,7 @@ class GiGPOModule(L.LightningModule):
         it = self.current_epoch
         # each rank of a multi-process run collects its own B groups with its own sampling stream: iteration
         # it, rank r is shard it * world + r (a single process: shard it, as before)
-        world, rank = (self.trainer.world_size, self.global_rank) if self._trainer is not None else (1, 0)
-        shard = it * world + rank
+        shard = it * self.trainer.world_size + self.global_rank
         gen = torch.Generator().manual_seed(iteration_seed(self.seed, shard))
         metrics: dict[str, float] = {}
         self.policy.eval()
@@ -214,23 +211,21 @@ class GiGPOModule(L.LightningModule):
         batch, rollout = self.collector.collect(seeds, gen)
         rollout.update(self.score(batch))
         rollout.update(group_signal(batch.extras["returns"], batch.extras["traj_group"]))
-        if self.loop.reward_clip is not None:  # what the estimators see; the metrics above are the env's
-            c = self.loop.reward_clip
-            batch.rewards = batch.rewards.clamp(-c, c)
-        # a bonus on the rewards the estimator sees, not on the metrics
-        rollout.update(self.exploration(batch))
+        # the rewards the estimator sees (gigpo_lab/algorithm/shaping.py); the metrics above are the env's
+        batch.rewards = clip_rewards(batch.rewards, self.loop.reward_clip)
+        bonus = self.exploration(batch)
+        rollout.update(bonus.metrics)
         t1 = time.perf_counter()
         if self.reference is not None and self.loss_fn.kl_in_reward:
-            batch.rewards = batch.rewards - self.loss_fn.reward_penalty(
-                batch.old_logprobs, batch.ref_logprobs, batch.response_mask
-            ).to(batch.rewards.dtype)
+            penalty = self.loss_fn.reward_penalty(batch.old_logprobs, batch.ref_logprobs, batch.response_mask)
+            batch.rewards = penalize_kl(batch.rewards, penalty)
         adv = self.estimator(batch)
         # exploration with its own advantage stream adds it here; otherwise the estimator's, unchanged
-        batch.advantages = self.exploration.advantages(batch, adv.advantages).to(torch.float32)
+        batch.advantages = bonus.add_to(adv.advantages).to(torch.float32)
         t2 = time.perf_counter()
 
         # several ranks: the job's counts and rates (a collective, every rank is here); one rank: unchanged
-        rollout = across_ranks({"rollout/env_steps": float(len(batch)), **rollout}, self._strategy())
+        rollout = across_ranks({"rollout/env_steps": float(len(batch)), **rollout}, self.trainer.strategy)
         env_steps = rollout["rollout/env_steps"]
         rollout_s = max(t1 - t0, 1e-9)
         self.env_steps_total += int(env_steps)
@@ -250,11 +245,9 @@ class GiGPOModule(L.LightningModule):
             self.pending_samples.append((it, self._samples(batch)))
         self.policy.train()
         self._update_start = time.perf_counter()
-        return shuffled_minibatches(batch, self.loop.ppo_epochs, self.loop.minibatch_size, gen)
-
-    def _strategy(self):
-        """The Lightning strategy, or None outside a Trainer (a module driven by hand, as in some tests)."""
-        return self.trainer.strategy if self._trainer is not None else None
+        minibatches = shuffled_minibatches(batch, self.loop.ppo_epochs, self.loop.minibatch_size, gen)
+        self._minibatches_left = len(minibatches)
+        return minibatches
 
     def score(self, batch: StepBatch) -> dict[str, float]:
         """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``; return the
@@ -301,12 +294,8 @@ class GiGPOModule(L.LightningModule):
         return self.loop.micro_batch_size > 0 or self.shared_prefix
 
     def _backward(self, loss: torch.Tensor) -> None:
-        """Back-propagate one micro-batch's loss through Lightning's strategy (its precision plugin), or plainly
-        when the module is driven by hand."""
-        if self._trainer is None:
-            loss.backward()
-        else:
-            self.trainer.strategy.backward(loss, None)
+        """Back-propagate one micro-batch's loss through Lightning's strategy (its precision plugin)."""
+        self.trainer.strategy.backward(loss, None)
 
     def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer) -> None:
         # Lightning zeroes the gradients after training_step; micro-batches accumulate theirs inside it
@@ -321,32 +310,7 @@ class GiGPOModule(L.LightningModule):
         self._train_stats["train/steps_taken"].append(0.0 if self._kl_stopped else 1.0)
         if self._kl_stopped:
             return None
-        if self._chunked:
-            loss, out = microbatched_loss(
-                self.policy,
-                self.loss_fn,
-                mb,
-                self.loop.micro_batch_size,
-                self.logprob_temperature,
-                self._backward,
-                distinct=self.loop.distinct_rows,
-                shared_prefix=self.shared_prefix,
-                max_tokens=self.shared_prefix_tokens,
-            )
-        else:
-            logprobs = distinct_rows_logprobs if self.loop.distinct_rows else _plain_logprobs
-            logp, entropy = logprobs(
-                self.policy,
-                mb.prompt_ids,
-                mb.prompt_mask,
-                mb.response_ids,
-                mb.response_mask,
-                temperature=self.logprob_temperature,
-            )
-            out = self.loss_fn(
-                logp, mb.old_logprobs, mb.advantages, mb.response_mask, entropy, mb.ref_logprobs
-            )
-            loss = out.loss
+        loss, out = self.minibatch_loss(mb, self._backward)
         if not torch.isfinite(out.loss):
             raise FloatingPointError(
                 f"the loss is {out.loss.item()} at iteration {self.current_epoch}, minibatch {batch_idx} "
@@ -367,16 +331,39 @@ class GiGPOModule(L.LightningModule):
             self._train_stats["train/steps_taken"][-1] = 0.0
             self.policy.zero_grad(set_to_none=True)  # micro-batches already back-propagated: no step on them
             return None
-        # the bar's values; nothing else reads them (no Trainer: a module driven by hand, as in the LLM bench)
-        if self._trainer is not None and self.trainer.progress_bar_callback is not None:
-            self.log("iter", float(self.current_epoch), prog_bar=True, logger=False)
-            self.log(
-                "succ", self._iter_metrics.get("rollout/success_rate", math.nan), prog_bar=True, logger=False
-            )
-            self.log(
-                "tok/s", self._iter_metrics.get("perf/tokens_per_s", math.nan), prog_bar=True, logger=False
-            )
         return loss
+
+    def minibatch_loss(self, mb: StepBatch, backward) -> tuple[torch.Tensor, LossOutput]:
+        """The loss of minibatch ``mb`` (on the module's device) to back-propagate, and its ``LossOutput``.
+
+        With micro-batches or shared prefixes (``gigpo_lab.packing.microbatch``) every chunk but the last is
+        back-propagated here by ``backward`` (one 0-dim loss -> None: Lightning's strategy in
+        ``training_step``, ``torch.Tensor.backward`` for a script without a Trainer), and the returned loss is
+        the last chunk's; otherwise the returned loss is the whole minibatch's and ``backward`` is not called.
+        """
+        if self._chunked:
+            return microbatched_loss(
+                self.policy,
+                self.loss_fn,
+                mb,
+                self.loop.micro_batch_size,
+                self.logprob_temperature,
+                backward,
+                distinct=self.loop.distinct_rows,
+                shared_prefix=self.shared_prefix,
+                max_tokens=self.shared_prefix_tokens,
+            )
+        logprobs = distinct_rows_logprobs if self.loop.distinct_rows else _plain_logprobs
+        logp, entropy = logprobs(
+            self.policy,
+            mb.prompt_ids,
+            mb.prompt_mask,
+            mb.response_ids,
+            mb.response_mask,
+            temperature=self.logprob_temperature,
+        )
+        out = self.loss_fn(logp, mb.old_logprobs, mb.advantages, mb.response_mask, entropy, mb.ref_logprobs)
+        return out.loss, out
 
     def on_before_optimizer_step(self, optimizer) -> None:
         self._train_stats["train/lr"].append(float(optimizer.param_groups[0]["lr"]))
@@ -384,12 +371,14 @@ class GiGPOModule(L.LightningModule):
         if grads:
             self._train_stats["train/grad_norm"].append(float(torch.nn.utils.get_total_norm(grads)))
 
-    def finish_iteration(self) -> None:
-        """Sync the engine and queue this iteration's metrics (and the final eval after the last one).
+    def on_train_batch_end(self, outputs, batch: StepBatch, batch_idx: int) -> None:
+        self._minibatches_left -= 1
+        if self._minibatches_left == 0:
+            self._end_iteration()
 
-        Called by ``IterationLogger.on_train_epoch_end``, which Lightning runs before ``ModelCheckpoint``, so
-        the checkpoint of an iteration always follows its metrics.
-        """
+    def _end_iteration(self) -> None:
+        """Sync the engine and queue this iteration's metrics (and the final eval after the last one); stop
+        the run once the env-step budget is spent. Runs before any epoch-end hook (module docstring)."""
         self.engine.sync_weights(self.policy)
         metrics = dict(self._iter_metrics)
         metrics.update({k: sum(v) / len(v) for k, v in self._train_stats.items() if v})

@@ -65,7 +65,7 @@ class DumpPerRank(L.Callback):
         self.folder, self.logged = folder, []
 
     def on_train_epoch_end(self, trainer, pl_module):
-        pl_module.finish_iteration()  # what IterationLogger does: sync the engine, queue metrics
+        # what IterationLogger does: read what the module queued when it ended the iteration
         self.logged.extend(m for _, m in pl_module.pending_metrics if "rollout/env_steps" in m)
         pl_module.pending_metrics.clear()
         pl_module.pending_samples.clear()

@@ -31,13 +31,13 @@ def _batch(next_anchors: list[str], rewards: list[float] | None = None) -> StepB
     n = len(next_anchors)
     r = torch.tensor(rewards if rewards is not None else [0.0] * n, dtype=torch.float32)
     zeros = torch.zeros(n, dtype=torch.long)
-    return StepBatch(rewards=r, group_ids=zeros, traj_ids=zeros, extras={"next_anchors": next_anchors})
+    return StepBatch(rewards=r, group_ids=zeros, traj_ids=zeros, next_anchor_texts=next_anchors)
 
 
 def test_counts_and_bonus_match_a_hand_computed_oracle():
     bonus = CountBonus(beta=0.5, first_visit=False, own_advantage=False)
     batch = _batch(["a", "b", "a"], [1.0, -1.0, 0.0])
-    metrics = bonus(batch)
+    metrics = bonus(batch).metrics
     # after this batch N(a) = 2, N(b) = 1: the bonus is computed with the batch's own rows counted
     expected = [1.0 + 0.5 / math.sqrt(2), -1.0 + 0.5, 0.5 / math.sqrt(2)]
     assert batch.rewards.dtype == torch.float32
@@ -51,7 +51,7 @@ def test_counts_and_bonus_match_a_hand_computed_oracle():
         }
     )
     second = _batch(["a", "c"])
-    metrics = bonus(second)  # N(a) = 3, N(c) = 1
+    metrics = bonus(second).metrics  # N(a) = 3, N(c) = 1
     assert second.rewards.tolist() == pytest.approx([0.5 / math.sqrt(3), 0.5], abs=1e-7)
     assert metrics["rollout/distinct_states"] == 3.0 and metrics["rollout/new_states"] == 1.0
 
@@ -102,7 +102,8 @@ def test_first_visits_count_the_distinct_new_states_of_each_episode(trajectories
 def test_no_bonus_leaves_the_rewards_and_logs_nothing():
     batch = _batch(["a", "b"], [0.25, -1.0])
     before = batch.rewards
-    assert NoBonus()(batch) == {} and batch.rewards is before
+    out = NoBonus()(batch)
+    assert out.metrics == {} and out.intrinsic_advantages is None and batch.rewards is before
 
 
 @pytest.mark.parametrize("beta", [-0.1, math.inf, math.nan, "x"])
@@ -160,7 +161,7 @@ def test_annealing_scales_the_bonus_linearly_down_to_zero(batches, beta, anneal,
     rows_before = 0
     for c, anchors in enumerate(batches):
         a, b = _batch(anchors), _batch(anchors)
-        metrics = annealed(a)
+        metrics = annealed(a).metrics
         constant(b)
         clocks = [c / fade_c] if fade_c else []
         clocks += [rows_before / fade_s] if fade_s else []
@@ -214,7 +215,8 @@ def test_with_its_own_advantage_the_bonus_leaves_the_rewards_and_adds_beta_times
     batch = _episodes([["s", "a", "b"], ["s", "a", "a"]])
     batch.group_ids = torch.zeros(len(batch), dtype=torch.long)
     rewards = batch.rewards.clone()
-    metrics = CountBonus(beta=0.5, own_advantage=True)(batch)
+    out = CountBonus(beta=0.5, own_advantage=True)(batch)
+    metrics = out.metrics
     assert torch.equal(batch.rewards, rewards)
     # N(a) = 3, N(b) = 1, first visits only: the row bonuses are [1/sqrt(3), 1] and [1/sqrt(3), 0];
     # the bonus-to-go at gamma 0.95: [1/sqrt(3) + 0.95, 1] and [1/sqrt(3), 0], then whitened over the 4 rows
@@ -222,16 +224,16 @@ def test_with_its_own_advantage_the_bonus_leaves_the_rewards_and_adds_beta_times
     mean = sum(to_go) / 4
     std = math.sqrt(sum((b - mean) ** 2 for b in to_go) / 3)
     want = [0.5 * (b - mean) / (std + 1e-6) for b in to_go]
-    assert batch.extras["intrinsic_advantages"].tolist() == pytest.approx(want, rel=1e-9)
+    assert out.intrinsic_advantages.tolist() == pytest.approx(want, rel=1e-9)
     assert want[0] > 0 > want[2]  # the trajectory that found b is pushed up, from its first state on
     assert metrics["rollout/intrinsic_adv_abs"] == pytest.approx(sum(map(abs, want)) / 4)
     estimator = torch.tensor([1.0, -1.0, 0.25, 0.0], dtype=torch.float32)
-    added = CountBonus(own_advantage=True).advantages(batch, estimator)
+    added = out.add_to(estimator)
     assert added.dtype == torch.float32
     assert added.tolist() == pytest.approx(
         [e + w for e, w in zip(estimator.tolist(), want, strict=True)], rel=1e-6
     )
-    assert NoBonus().advantages(batch, estimator) is estimator
+    assert NoBonus()(batch).add_to(estimator) is estimator
 
 
 def test_the_counts_survive_a_weights_only_checkpoint(tmp_path):
@@ -270,7 +272,7 @@ def test_the_collector_reports_the_anchor_after_every_step():
     policy = build_tiny_policy(env_fn().unwrapped.vocabulary(), d_model=32, seed=0)
     collector = Collector(env_fn, policy, build_torch_engine(policy), groups=2, group_size=3)
     batch, _ = collector.collect([3, 4], torch.Generator().manual_seed(0))
-    nxt = batch.extras["next_anchors"]
+    nxt = batch.next_anchor_texts
     assert len(nxt) == len(batch)
     for traj, env in enumerate(collector.envs):
         rows = (batch.traj_ids == traj).nonzero().squeeze(1).tolist()  # in step order

@@ -41,7 +41,7 @@ def _batch(rows) -> StepBatch:
     cols = oracle.columns(rows)
     batch = StepBatch(**{k: v for k, v in cols.items() if k != "anchor_texts"})
     batch.anchor_texts = [f"s{r.anchor}" for r in rows]
-    batch.extras["next_anchors"] = _next_anchors(rows)
+    batch.next_anchor_texts = _next_anchors(rows)
     return batch
 
 
@@ -86,12 +86,12 @@ def test_exploration_adds_the_same_oracle_stream_to_every_estimator(rows):
         estimator, exploration = _recipe(name)
         plain = estimator(_batch(rows)).advantages  # exploration=none: the env's rewards only
         batch = _batch(rows)
-        exploration(batch)
+        bonus = exploration(batch)
         own = estimator(batch).advantages
         assert torch.equal(own, plain), f"{name} must see the env's rewards, untouched by the bonus"
-        total = exploration.advantages(batch, own)
+        total = bonus.add_to(own)
         assert (total - own).tolist() == pytest.approx(want, rel=1e-6, abs=1e-6), name
-        added[name] = exploration.advantages(batch, torch.zeros_like(own))  # the stream alone
+        added[name] = bonus.add_to(torch.zeros_like(own))  # the stream alone
     first = added[ESTIMATORS[0]]
     assert all(torch.equal(first, a) for a in added.values()), "one stream for every estimator, bit for bit"
 
