@@ -260,7 +260,11 @@ class TextWorldText(TextEnv):
         path = self.game_for_seed(seed)
         if path != self._game_path:
             self.close()
-            self._game = self.textworld.start(path, request_infos=self._infos)
+            with (
+                warnings.catch_warnings()
+            ):  # jericho: "not fully supported" (its own score detection; unused)
+                warnings.filterwarnings("ignore", message=".*is not fully supported.*")
+                self._game = self.textworld.start(path, request_infos=self._infos)
             self._game_path = path
         self._state = self._game.reset()
         self.feedback = ""  # the banner, the objective and the room: all shown by the other lines

@@ -32,6 +32,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -178,8 +180,8 @@ def generated_games(
     workers = workers or max(1, min(8, os.cpu_count() or 1))
     eval_seeds = [generation_seed("eval", i) for i in range(num_eval_games)]
     train_seeds = [generation_seed(run_seed, "train", i) for i in range(num_games)]
-    evals = generate(challenge, settings, eval_seeds, folder, workers)
-    trains = generate(challenge, settings, train_seeds, folder, workers)
+    games = generate(challenge, settings, [*eval_seeds, *train_seeds], folder, workers)  # one pool for both
+    evals, trains = games[:num_eval_games], games[num_eval_games:]
     held_out = {game_digest(p) for p in evals}
     extra = num_games
     for i, path in enumerate(trains):
@@ -216,33 +218,49 @@ def _expand(key: str, spec: str | Sequence[str]) -> list[str]:
     return list(dict.fromkeys(files))
 
 
-@lru_cache(maxsize=4096)
-def _check_loads(path: str, mtime: float) -> str:
-    """'' when ``textworld.start(path)`` plays the game (its ``.json`` beside it), else why not."""
-    textworld = require_textworld()
-    if not path.endswith(GAME_EXTENSIONS):
-        return f"it is not a compiled game ({', '.join(GAME_EXTENSIONS)}); compile it with tw-make"
-    if not Path(path).with_suffix(".json").is_file():
-        return "its .json (written beside it by tw-make) is missing"
-    try:
-        env = textworld.start(path, request_infos=textworld.EnvInfos(facts=True, admissible_commands=True))
-        try:
-            env.reset()
-        finally:
-            env.close()
-    except Exception as err:  # noqa: BLE001 - any failure to load is the user's game
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-        return f"it does not load ({type(err).__name__}: {first})"
-    return ""
+#: The child that loads each game it is given (jericho ends the whole process on a broken story file, so the
+#: loading runs apart): "ok <path>" after each one that ``textworld.start(path).reset()`` plays.
+_LOADER = """
+import sys, warnings
+warnings.filterwarnings("ignore")
+import textworld
+for path in sys.argv[1:]:
+    env = textworld.start(path, request_infos=textworld.EnvInfos(facts=True, admissible_commands=True))
+    env.reset()
+    env.close()
+    print("ok", path, flush=True)
+"""
+#: (path, mtime) of the game files that loaded, in this process.
+_LOADED: set[tuple[str, float]] = set()
+
+
+def _unplayable(paths: Sequence[str]) -> tuple[str, str] | None:
+    """The first of ``paths`` that TextWorld cannot play and why, or None; loaded in one child process."""
+    for path in paths:
+        if not path.endswith(GAME_EXTENSIONS):
+            return path, f"it is not a compiled game ({', '.join(GAME_EXTENSIONS)}); compile it with tw-make"
+        if not Path(path).with_suffix(".json").is_file():
+            return path, "its .json (written beside it by tw-make) is missing"
+    todo = [p for p in paths if (p, os.path.getmtime(p)) not in _LOADED]
+    if not todo:
+        return None
+    done = subprocess.run([sys.executable, "-c", _LOADER, *todo], capture_output=True, text=True, check=False)
+    ok = {line[3:] for line in done.stdout.splitlines() if line.startswith("ok ")}
+    _LOADED.update((p, os.path.getmtime(p)) for p in ok)
+    for path in todo:
+        if path not in ok:
+            lines = [ln.strip() for ln in done.stderr.strip().splitlines() if ln.strip()]
+            why = lines[-1][:200] if lines else f"the loader exited with status {done.returncode}"
+            return path, f"it does not load ({why})"
+    return None
 
 
 def resolve_user_games(key: str, spec: str | Sequence[str]) -> list[str]:
     """The game files of ``env.<key>`` (a glob or a list), each checked to load; a one-line ConfigError if not."""
     files = _expand(key, spec)
-    for path in files:
-        why = _check_loads(path, os.path.getmtime(path))
-        if why:
-            raise ConfigError(f"env.{key}: the game {path!r} cannot be played: {why}")
+    bad = _unplayable(files)
+    if bad:
+        raise ConfigError(f"env.{key}: the game {bad[0]!r} cannot be played: {bad[1]}")
     return files
 
 
