@@ -172,6 +172,7 @@ def test_unknown_id_lists_the_registered_ids():
         "gigpo_lab/Sokoban-v0",
         "gigpo_lab/Household-v0",
         "gigpo_lab/GymDiscrete-v0",
+        "gigpo_lab/TextWorld-v0",
     }
 
 
