@@ -126,6 +126,12 @@ def validate_config(cfg: DictConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    if (
+        OmegaConf.select(cfg, "env.id") == "gigpo_lab/TextWorld-v0"
+    ):  # the user's game files, before the run opens
+        from gigpo_lab.envs.textworld_games import check_env_config
+
+        check_env_config(cfg.env)
 
 
 def _model_folder_check(model: DictConfig) -> tuple[bool, str]:
