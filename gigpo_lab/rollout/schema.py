@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from gigpo_lab.choices import choice_enum
+from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.policy.hf import DTYPES
-from gigpo_lab.rollout.torch_engine import PREFILLS
+from gigpo_lab.rollout.torch_engine import PREFILLS, build_torch_engine
+from gigpo_lab.rollout.vllm_engine import build_vllm_engine
 
 VLLMDtype = choice_enum("VLLMDtype", DTYPES, __name__)
 
@@ -47,11 +48,11 @@ class TorchEngineConfig(EngineConfig):
     #: that some prompts share runs once (a radix tree packed into one sequence); plain = the left-padded
     #: batch. null = the policy's choice: tree for the tiny policy (rows in one state share its opening),
     #: shared for the Hugging Face ones (whose tree attention runs one attention call per tree node).
-    prefill: Optional[Prefill] = None  # type: ignore[assignment]  # noqa: UP045
+    prefill: Optional[Prefill] = default_of(build_torch_engine, "prefill")  # type: ignore[assignment]  # noqa: UP045
     #: true = sample with the LoRA adapters merged into a temporary copy of the base weights (no adapter
     #: matmuls; the same distribution up to float rounding; one extra copy of the adapted weights while
     #: sampling); false = run the adapters as they train. No effect without LoRA.
-    merge_lora: bool = False
+    merge_lora: bool = default_of(build_torch_engine, "merge_lora")
 
 
 @dataclass
@@ -61,17 +62,17 @@ class VLLMEngineConfig(EngineConfig):
 
     _target_: str = "gigpo_lab.rollout.vllm_engine.build_vllm_engine"
     #: vLLM weight dtype; null = model.dtype (float32 on CPU).
-    dtype: Optional[VLLMDtype] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+    dtype: Optional[VLLMDtype] = default_of(build_vllm_engine, "dtype")  # noqa: UP045 (OmegaConf reads typing.Optional)
     #: Longest prompt + response; null = the model's own limit; a longer one is an error naming this key.
-    max_model_len: Optional[int] = None  # noqa: UP045
+    max_model_len: Optional[int] = default_of(build_vllm_engine, "max_model_len")  # noqa: UP045
     #: Share of GPU memory vLLM may take (weights + KV cache); the rest trains.
-    gpu_memory_utilization: float = 0.5
+    gpu_memory_utilization: float = default_of(build_vllm_engine, "gpu_memory_utilization")
     #: GPUs vLLM shards the model over; > 1 runs vLLM workers in other processes.
-    tensor_parallel_size: int = 1
+    tensor_parallel_size: int = default_of(build_vllm_engine, "tensor_parallel_size")
     #: true = no CUDA graphs / torch.compile (faster start; required on CPU).
-    enforce_eager: bool = False
+    enforce_eager: bool = default_of(build_vllm_engine, "enforce_eager")
     #: Reuse the KV of shared prompt prefixes (the cache is reset after each weight sync).
-    enable_prefix_caching: bool = True
+    enable_prefix_caching: bool = default_of(build_vllm_engine, "enable_prefix_caching")
     #: vLLM's engine seed (rows draw their own sampling seeds from the run's RNG); default: the run seed.
     seed: int = "${oc.select:seed,0}"  # type: ignore[assignment]
     #: Environment variables set before vllm is imported (unless already set); the default keeps the engine
@@ -89,11 +90,11 @@ class RolloutConfig:
     #: The engine; the trainer calls instantiate(cfg.rollout.engine)(policy=policy).
     engine: Any = None
     #: Sampling temperature, > 0; old log-probs are those of the tempered distribution.
-    temperature: float = 1.0
+    temperature: float = default_of(build_torch_engine, "temperature")
     #: Nucleus sampling mass in (0, 1]; 1.0 = off.
-    top_p: float = 1.0
+    top_p: float = default_of(build_torch_engine, "top_p")
     #: Tokens per response, an int >= 1; null = the policy's default (tiny 1, hf 32).
-    max_new_tokens: Optional[int] = None  # noqa: UP045
+    max_new_tokens: Optional[int] = default_of(build_torch_engine, "max_new_tokens")  # noqa: UP045
     #: B: episode groups per iteration (per rank), one env seed each, >= 1.
     groups: int = 8
     #: G: envs per group, all reset with the group's seed; >= 2 for group baselines.
