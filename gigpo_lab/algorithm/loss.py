@@ -121,7 +121,7 @@ def value_loss(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The critic's loss, one value per row (verl ``core_algos.compute_value_loss``; PPO, arXiv 1707.06347)::
 
-        V_clip = old + clamp(V - old, -c, c)
+        V_clip = clamp(V, old - c, old + c)
         loss   = 0.5 * mean over rows of max((V - R)^2, (V_clip - R)^2)     (clip None: 0.5 * mean (V - R)^2)
 
     Args:
@@ -134,7 +134,7 @@ def value_loss(
     plain = (vpred - targets).square()
     if clip is None:
         return 0.5 * plain.mean(), plain.new_zeros(())
-    clipped = (old_values + (vpred - old_values).clamp(-clip, clip) - targets).square()
+    clipped = (vpred.clamp(old_values - clip, old_values + clip) - targets).square()
     loss = 0.5 * torch.maximum(plain, clipped).mean()
     return loss, (clipped > plain).to(vpred.dtype).mean().detach()
 
