@@ -62,7 +62,9 @@ def make_batch(n_rows: int, seed: int = 0, arbitrary_ids: bool = False) -> dict[
     else:  # the collector's ids: group and trajectory indices, interned anchors
         group_key, traj_key = np.arange(n_groups), np.arange(n_traj)
     perm = rng.permutation(n)
-    values = rng.uniform(0.0, 10.0, size=n)  # a made-up critic for ppo (drawn last: the other columns as before)
+    values = rng.uniform(
+        0.0, 10.0, size=n
+    )  # a made-up critic for ppo (drawn last: the other columns as before)
     return {
         "rewards": torch.from_numpy(reward[perm]).to(torch.float32),
         "group_ids": torch.from_numpy(group_key[group][perm]),
