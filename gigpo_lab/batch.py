@@ -32,6 +32,8 @@ COLUMN_PROVIDERS: dict[str, str] = {
     "invalid": "the TextActionWrapper's info['invalid'] flag",
     "truncated": "the collector (gymnasium's truncated and not terminated, on an episode's last step)",
     "anchor_texts": "the env's info['anchor'] strings (needed only for anchor_similarity_threshold)",
+    "values": "the critic: the policy's value head at each turn's last prompt token, scored by the trainer "
+    "with the old log-probs (a policy that can carry a head: model=tiny or a Hugging Face model)",
 }
 
 
@@ -48,6 +50,9 @@ class StepBatch:
         response_ids: (N, R) int64, right-padded; response_mask: (N, R) bool.
         old_logprobs / ref_logprobs: (N, R) float, sampling and reference log-probs of the response tokens.
         advantages: (N,) float, filled by the estimator.
+        values: (N,) float, the critic's V(s_t) of each turn before this iteration's updates (``estimator=ppo``;
+            the trainer scores them with the old log-probs, no grad). value_targets: (N,) float, the critic's
+            regression targets (the GAE returns, ``AdvantageOutput.returns``).
     Non-tensor columns: anchor_texts (list of N str); next_anchor_texts (list of N str, the anchor after each
     row's step: the exploration bonus counts them; an env that raised: the anchor before it).
     ``extras``: per-trajectory values of the collector (``Collector.collect``),
@@ -70,6 +75,8 @@ class StepBatch:
     old_logprobs: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+    value_targets: torch.Tensor | None = None
     extras: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -86,6 +93,7 @@ class StepBatch:
             "invalid",
             "truncated",
             "anchor_texts",
+            "values",
         )
         return {n: getattr(self, n) for n in names}
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from gigpo_lab.training.build_checks import check_policy, env_columns
+from gigpo_lab.training.build_checks import POLICY_COLUMNS, check_policy, check_value_head, env_columns
 from gigpo_lab.training.checkpoint_reading import checkpoint_run_id
 from gigpo_lab.training.config_checks import validate_config
 from gigpo_lab.training.distributed import RANK_VARIABLES, is_launch_rank_zero
@@ -103,12 +103,14 @@ def build(cfg: DictConfig, loop=None):
     estimator = instantiate(cfg.estimator)
     probe = env_fn()  # one env, built once: its reset info and its vocabulary
     try:
-        check_requirements(estimator, env_columns(probe))
+        # the critic's values come from the trainer's policy, whose head check_value_head checks once it is built
+        check_requirements(estimator, env_columns(probe) | set(POLICY_COLUMNS))
         loss = instantiate(cfg.loss, estimator=estimator)  # loss.kl_in_reward null: the estimator's default
         policy = _build_policy(cfg, probe.unwrapped.vocabulary())
     finally:
         probe.close()
     check_policy(policy, cfg.model)
+    check_value_head(estimator, policy, cfg.model)
     engine = instantiate(cfg.rollout.engine)(policy=policy)
     collector = Collector(
         env_fn,

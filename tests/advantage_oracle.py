@@ -14,9 +14,10 @@ Conventions fixed by the contract and mirrored here (not derived from the vector
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 
 import torch
@@ -127,6 +128,27 @@ def turn_gae(rows, values, gamma, lam):
             adv = sum((gamma * lam) ** k * delta[t + k] for k in range(len(steps) - t))
             out[(traj, r.step)] = (adv, adv + v[t])
     return out
+
+
+def critic(r):
+    """A made-up critic's V of row ``r`` (the ``values`` column of ``columns``), in [-1, 1] by quarters."""
+    return ((r.anchor * 7 + r.step * 3) % 9 - 4) / 4
+
+
+def ppo(rows, gamma=1.0, lam=1.0, whiten_advantages=True, invalid_action_penalty=0.1, **_):
+    """PPO's advantages (ALGORITHMS.md, "ppo"; verl ``compute_gae_advantage_return``): GAE over ``critic``'s
+    values with the penalty in each invalid turn's reward, then (A - mean) / sqrt(var + 1e-8) over the batch
+    (unbiased var; one row: A - mean)."""
+    penalised = [replace(r, reward=r.reward - invalid_action_penalty * r.invalid) for r in rows]
+    gae = turn_gae(penalised, {(r.traj, r.step): critic(r) for r in rows}, gamma, lam)
+    adv = [gae[(r.traj, r.step)][0] for r in rows]
+    if not whiten_advantages:
+        return adv
+    mean = _mean(adv)
+    if len(adv) < 2:
+        return [a - mean for a in adv]
+    var = _std(adv) ** 2
+    return [(a - mean) / math.sqrt(var + 1e-8) for a in adv]
 
 
 def similarity_clusters(rows, threshold):
@@ -301,6 +323,7 @@ ORACLES = {
     "gigpo": gigpo,
     "gigpo_step_index": gigpo_step_index,
     "hgpo": hgpo,
+    "ppo": ppo,
 }
 
 
@@ -315,6 +338,7 @@ def columns(rows, dtype=torch.float64):
         "invalid": torch.tensor([r.invalid for r in rows], dtype=torch.bool),
         "truncated": torch.tensor([r.truncated for r in rows], dtype=torch.bool),
         "anchor_texts": [r.text for r in rows],
+        "values": torch.tensor([critic(r) for r in rows], dtype=dtype),
     }
 
 

@@ -62,6 +62,9 @@ def make_batch(n_rows: int, seed: int = 0, arbitrary_ids: bool = False) -> dict[
     else:  # the collector's ids: group and trajectory indices, interned anchors
         group_key, traj_key = np.arange(n_groups), np.arange(n_traj)
     perm = rng.permutation(n)
+    values = rng.uniform(
+        0.0, 10.0, size=n
+    )  # a made-up critic for ppo (drawn last: the other columns as before)
     return {
         "rewards": torch.from_numpy(reward[perm]).to(torch.float32),
         "group_ids": torch.from_numpy(group_key[group][perm]),
@@ -69,6 +72,7 @@ def make_batch(n_rows: int, seed: int = 0, arbitrary_ids: bool = False) -> dict[
         "step_ids": torch.from_numpy(step[perm]),
         "anchor_ids": torch.from_numpy(anchor[perm]),
         "invalid": torch.from_numpy(invalid[perm]),
+        "values": torch.from_numpy(values[perm]).to(torch.float32),
     }
 
 
@@ -185,6 +189,7 @@ def main() -> None:
         "ref/gigpo",
         "gigpo/grpo",
         "hgpo/gigpo",
+        "ppo/gigpo",
     ]
     lines, py_per_row, ref_per_row = [], None, None
     for size in args.sizes:
@@ -212,6 +217,7 @@ def main() -> None:
                 ratio(ref_ms, gigpo),
                 f"{gigpo / times['grpo']:.2f}",
                 f"{times['hgpo'] / gigpo:.2f}",  # issue #33: HGPO (K = 2) within about 2x GiGPO
+                f"{times['ppo'] / gigpo:.2f}",  # issue #33: PPO's turn-level GAE beside GiGPO
             ]
         )
 

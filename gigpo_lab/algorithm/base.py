@@ -40,10 +40,13 @@ class AdvantageOutput:
 
     advantages: (N,) float, one value per step row, in the dtype of ``batch.rewards``.
     metrics: diagnostics for logging, ``adv/...`` keys, plain floats.
+    returns: (N,) float, the critic's regression targets (ppo: GAE advantage + V, before any whitening), in
+        the dtype of ``batch.rewards``; None for the critic-free estimators.
     """
 
     advantages: torch.Tensor
     metrics: dict[str, float] = field(default_factory=dict)
+    returns: torch.Tensor | None = None
 
 
 class Estimator(abc.ABC):
@@ -73,9 +76,14 @@ class Estimator(abc.ABC):
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         """Advantages (N,) float64 for validated rows, and estimator-specific metrics."""
 
+    def value_targets(self, rows: Rows) -> torch.Tensor | None:
+        """The critic's regression targets (N,) float64 for these rows; None (the default): no critic."""
+        return None
+
     def __call__(self, batch: StepBatch) -> AdvantageOutput:
         rows = prepare_rows(self.name, self.requires, self.optional, batch.columns())
         adv64, metrics = self.compute(rows)
+        targets = self.value_targets(rows)
         adv = adv64.to(rows.dtype)
         if not bool(torch.isfinite(adv).all()):
             bad = int((~torch.isfinite(adv)).nonzero()[0, 0])
@@ -83,7 +91,8 @@ class Estimator(abc.ABC):
                 f"estimator {self.name!r} produced a non-finite advantage at row {bad} "
                 f"({adv[bad].item()} in {rows.dtype}); the rewards are too large for this dtype"
             )
-        return AdvantageOutput(adv, {**summary_metrics("adv/", adv64), **metrics})
+        returns = None if targets is None else targets.to(rows.dtype)
+        return AdvantageOutput(adv, {**summary_metrics("adv/", adv64), **metrics}, returns)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())

@@ -21,12 +21,14 @@ def compute_advantages(
     invalid: torch.Tensor | None = None,
     truncated: torch.Tensor | None = None,
     anchor_texts: Sequence[str] | None = None,
+    values: torch.Tensor | None = None,
     **params: object,
 ) -> torch.Tensor:
     """Advantages of the registered estimator ``name`` for N step rows, in any order.
 
     Args:
-        name: a registered estimator (``grpo``, ``rloo``, ``reinforce_pp``, ``gigpo``, ``gigpo_step_index``).
+        name: a registered estimator (``grpo``, ``rloo``, ``reinforce_pp``, ``gigpo``, ``gigpo_step_index``,
+            ``hgpo``, ``ppo``).
         rewards: (N,) float32 or float64, the env reward of each step.
         group_ids, traj_ids: (N,) int, arbitrary int64 values; a trajectory belongs to one group.
         step_ids: (N,) int, 0..T-1 within each trajectory (gigpo, gigpo_step_index).
@@ -35,6 +37,7 @@ def compute_advantages(
         truncated: (N,) bool, true on the last row of an episode cut by the time limit (gigpo with
             ``bootstrap_truncated``).
         anchor_texts: N str (gigpo with ``anchor_similarity_threshold``).
+        values: (N,) float, the critic's V(s_t) of each row (ppo).
         **params: the estimator's parameters, e.g. ``step_advantage_weight=0.6``.
     Returns:
         (N,) tensor in the dtype of ``rewards``.
@@ -54,5 +57,6 @@ def compute_advantages(
         invalid=invalid,
         truncated=truncated,
         anchor_texts=None if anchor_texts is None else list(anchor_texts),
+        values=values,
     )
     return estimator(batch).advantages

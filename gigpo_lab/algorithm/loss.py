@@ -116,6 +116,29 @@ def clipped_surrogate(
     return loss, clipped < unclipped
 
 
+def value_loss(
+    vpred: torch.Tensor, targets: torch.Tensor, old_values: torch.Tensor, clip: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The critic's loss, one value per row (verl ``core_algos.compute_value_loss``; PPO, arXiv 1707.06347)::
+
+        V_clip = clamp(V, old - c, old + c)
+        loss   = 0.5 * mean over rows of max((V - R)^2, (V_clip - R)^2)     (clip None: 0.5 * mean (V - R)^2)
+
+    Args:
+        vpred: (N,) the value head's V(s_t), with grad. targets: (N,) R_t. old_values: (N,) V before the update.
+        clip: c > 0, or None for no clipping.
+    Returns:
+        the loss (0-dim) and the fraction of rows where the clipped term was the larger one (0-dim, no grad).
+    """
+    targets, old_values = targets.to(vpred.dtype), old_values.to(vpred.dtype)
+    plain = (vpred - targets).square()
+    if clip is None:
+        return 0.5 * plain.mean(), plain.new_zeros(())
+    clipped = (vpred.clamp(old_values - clip, old_values + clip) - targets).square()
+    loss = 0.5 * torch.maximum(plain, clipped).mean()
+    return loss, (clipped > plain).to(vpred.dtype).mean().detach()
+
+
 @dataclass
 class LossOutput:
     """The scalar loss and its parts, for logging (all 0-dim tensors)."""
@@ -140,6 +163,10 @@ class PolicyLoss:
             estimator's own default (``estimator.kl_in_reward``, a class attribute; false without an estimator).
         estimator: the run's estimator, whose default None defers to.
         entropy_coef: weight of the entropy bonus (subtracted from the loss).
+        value_coef: weight c1 of the critic's loss (``value_loss``) added to the policy's; read only when the
+            estimator has a critic (ppo), with which the policy carries a value head.
+        value_clip: verl's ``cliprange_value``: the new value stays within this of the old one in the loss;
+            None = no clipping.
     """
 
     def __init__(
@@ -151,6 +178,8 @@ class PolicyLoss:
         kl_estimator: str = "k3",
         kl_in_reward: bool | None = None,
         entropy_coef: float = 0.0,
+        value_coef: float = 1.0,
+        value_clip: float | None = 0.5,
         estimator=None,
     ) -> None:
         # aggregation and kl_estimator: Enums in the schema (compose time); aggregate/kl_per_token list the
@@ -163,6 +192,17 @@ class PolicyLoss:
             kl_in_reward = bool(getattr(estimator, "kl_in_reward", False))
         self.kl_coef, self.kl_estimator, self.kl_in_reward = kl_coef, kl_estimator, kl_in_reward
         self.entropy_coef = entropy_coef
+        if value_coef < 0 or (value_clip is not None and value_clip <= 0):
+            raise ValueError("loss.value_coef must be >= 0 and loss.value_clip > 0 (or null: no clipping)")
+        self.value_coef, self.value_clip = value_coef, value_clip
+
+    def critic_loss(
+        self, vpred: torch.Tensor, targets: torch.Tensor, old_values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``value_coef`` times ``value_loss`` (0-dim, to add to the policy's loss), the unweighted value loss
+        and its clip fraction (both detached, for logging)."""
+        loss, clipfrac = value_loss(vpred, targets, old_values, self.value_clip)
+        return self.value_coef * loss, loss.detach(), clipfrac
 
     @property
     def needs_reference(self) -> bool:
@@ -234,6 +274,13 @@ class LossConfig:
     #: groups are all flat towards uniform, so GRPO's greedy policy drifted into loops (docs/WHY_RUNS_FAIL.md).
     #: The published studies of experiments/RESULTS.md (tag study-v1) were measured with 0.01.
     entropy_coef: float = default_of(PolicyLoss, "entropy_coef")
+    #: c1 >= 0, weight of the critic's loss 0.5 * max((V - R)^2, (V_clip - R)^2) in the one loss that trains the
+    #: policy and its value head together (PPO's shared-parameter objective, arXiv 1707.06347 eq. 9; c1 = 1 as
+    #: its Atari runs); read only by estimators with a critic (ppo).
+    value_coef: float = default_of(PolicyLoss, "value_coef")
+    #: verl's critic.cliprange_value (0.5): the value's change from its old value is clipped to this in the
+    #: loss; null = no clipping. Read only with a critic (ppo).
+    value_clip: Optional[float] = default_of(PolicyLoss, "value_clip")  # noqa: UP045
 
 
 #: This module's option of the ``loss`` group (``gigpo_lab.discovery`` collects it).

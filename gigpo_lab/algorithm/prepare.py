@@ -18,7 +18,7 @@ from gigpo_lab.algorithm.returns import TrajectoryLayout, trajectory_layout
 from gigpo_lab.batch import COLUMN_PROVIDERS
 
 _ID_COLUMNS = ("group_ids", "traj_ids", "step_ids", "anchor_ids")
-_TENSOR_COLUMNS = ("rewards", *_ID_COLUMNS, "invalid", "truncated")
+_TENSOR_COLUMNS = ("rewards", *_ID_COLUMNS, "invalid", "truncated", "values")
 
 
 class MissingColumnError(ValueError):
@@ -37,6 +37,7 @@ class Rows:
     step: (N,) int64 or None; layout: the (traj, step) layout, set when step_ids is required.
     anchor: (N,) int64 or None. anchor_texts: N str or None.
     truncated: (N,) bool or None, set when an estimator uses the column and the batch has it.
+    values: (N,) float64 or None, the critic's V(s_t), set when an estimator requires it (ppo).
     """
 
     dtype: torch.dtype
@@ -54,6 +55,7 @@ class Rows:
     anchor: torch.Tensor | None = None
     anchor_texts: list[str] | None = None
     truncated: torch.Tensor | None = None
+    values: torch.Tensor | None = None
 
     @property
     def n(self) -> int:
@@ -137,7 +139,20 @@ def prepare_rows(
         rows.anchor_texts = texts
     if "truncated" in used and "truncated" in present:
         rows.truncated = _flags(estimator, "truncated", present["truncated"].to(device)).to(torch.bool)
+    if "values" in used and "values" in present:
+        rows.values = _finite_floats(estimator, "values", present["values"].to(device))
     return rows
+
+
+def _finite_floats(estimator: str, name: str, x: torch.Tensor) -> torch.Tensor:
+    """``x`` (N,) as float64 if it is a finite float tensor; otherwise an error naming the column and row."""
+    if not x.is_floating_point():
+        raise TypeError(f"{estimator}: {name} must be a float tensor, got {x.dtype}")
+    bad = ~torch.isfinite(x)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0, 0])
+        raise ValueError(f"{estimator}: {name} must be finite; row {i} has {x[i].item()}")
+    return x.to(torch.float64)
 
 
 def _flags(estimator: str, name: str, flags: torch.Tensor) -> torch.Tensor:

@@ -135,14 +135,60 @@ class Policy(torch.nn.Module):
     def device(self) -> torch.device:
         return next(self.parameters()).device
 
+    # ----------------------------------------------------------------- the critic (estimator=ppo)
+    @property
+    def hidden_size(self) -> int:
+        """The width D of ``prompt_hidden``; a policy that cannot serve a value head raises."""
+        raise NotImplementedError(f"{type(self).__name__} exposes no hidden state for a value head")
+
+    def prompt_hidden(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
+        """The final hidden state (N, D) at each row's last prompt token (the prompt is left-padded, so its
+        last column), differentiable. The value head reads it."""
+        raise NotImplementedError(f"{type(self).__name__} exposes no hidden state for a value head")
+
+    @property
+    def can_serve_value_head(self) -> bool:
+        """Whether this policy class implements ``prompt_hidden`` (a critic can sit on it)."""
+        return type(self).prompt_hidden is not Policy.prompt_hidden
+
+    @property
+    def has_value_head(self) -> bool:
+        """Whether ``add_value_head`` gave this policy its critic's head, the submodule ``value_head``: the
+        trainer adds one only for an estimator that needs values, so every other run has exactly the
+        parameters it always had."""
+        return self._modules.get("value_head") is not None
+
+    def add_value_head(self) -> torch.nn.Linear:
+        """Give the policy a value head, a ``Linear(D, 1)`` in float32 with zero weights and bias (V = 0 at the
+        start; no random draw, so the run's other numbers do not move), registered as the submodule
+        ``value_head``: it trains with the policy (its parameters are the policy's) and is saved with it."""
+        if not self.has_value_head:
+            head = torch.nn.Linear(self.hidden_size, 1, device=self.device, dtype=torch.float32)
+            torch.nn.init.zeros_(head.weight)
+            torch.nn.init.zeros_(head.bias)
+            self.add_module("value_head", head)
+        return self.value_head
+
+    def values(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
+        """V(s_t) (N,) float32 of each row: the value head on ``prompt_hidden`` (differentiable)."""
+        if not self.has_value_head:
+            raise RuntimeError(f"{type(self).__name__} has no value head; call add_value_head() first")
+        head = self.value_head
+        hidden = self.prompt_hidden(prompt_ids, prompt_mask)
+        return head(hidden.to(head.weight.dtype)).squeeze(-1)
+
     def make_reference(self) -> Any:
         """The frozen reference that the KL term is measured against: anything with this policy's ``logprobs``.
 
         Here a deep copy in eval mode with gradients off (a second copy of the weights). A policy that can
         score as its own starting point overrides it: with LoRA, ``HFPolicy`` returns a view that runs this very
         module with its adapters disabled (``gigpo_lab.policy.lora.AdapterFreeReference``), so no copy is made.
+        The reference is critic-free: a value head is not part of the copy.
         """
-        return copy.deepcopy(self).eval().requires_grad_(False)
+        reference = copy.deepcopy(self).eval().requires_grad_(False)
+        if reference.has_value_head:
+            del reference.value_head
+        return reference
 
     @contextlib.contextmanager
     def adapters_disabled(self) -> Iterator[None]:

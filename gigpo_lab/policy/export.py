@@ -51,6 +51,8 @@ def export_hf(ckpt_path: str | Path, out_dir: str | Path, base_path: str | None 
     policy = build_hf_policy(
         base_path or build_args["path"], dtype=build_args.get("dtype", "float32"), lora=build_args.get("lora")
     )
+    # the critic's value head (estimator=ppo) is no part of the language model
+    state = {k: v for k, v in state.items() if not k.startswith("value_head.")}
     policy.load_state_dict({**state, "_extra_state": build_args})
     model = policy.model.merge_and_unload() if policy.lora_enabled else policy.model
     model.config.use_cache = True

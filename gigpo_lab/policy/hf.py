@@ -202,6 +202,22 @@ class HFPolicy(Policy):
         )
         return out.logits, getattr(out, self._cache_name)
 
+    @property
+    def hidden_size(self) -> int:
+        return int(base_model(self.model).config.hidden_size)
+
+    def prompt_hidden(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
+        """The backbone's last hidden state (after its final norm; ``PreTrainedModel.base_model``, the LM head
+        left out) (N, D) at each row's last prompt token. With LoRA the adapters are in the backbone, on."""
+        backbone = base_model(self.model).base_model
+        out = backbone(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask.long(),
+            position_ids=position_ids_from_mask(prompt_mask),
+            use_cache=False,
+        )
+        return out.last_hidden_state[:, -1]
+
     def forward_packed(
         self,
         input_ids: torch.Tensor,

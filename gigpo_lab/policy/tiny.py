@@ -136,6 +136,14 @@ class TinyPolicy(Policy):
     def select_cache(self, cache: KVCache, index: torch.Tensor) -> KVCache:
         return [(k.index_select(0, index), v.index_select(0, index)) for k, v in cache]
 
+    @property
+    def hidden_size(self) -> int:
+        return self.model.tok_emb.embedding_dim
+
+    def prompt_hidden(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> torch.Tensor:
+        """TinyGPT's final hidden state (N, D) at each row's last prompt token."""
+        return self.model.last_hidden(prompt_ids, prompt_mask)
+
     def forward_packed(
         self,
         input_ids: torch.Tensor,

@@ -236,6 +236,22 @@ class TinyGPT(nn.Module):
         Each token attends to the unmasked cached/new tokens at or before it, and always to itself (so padded
         query rows stay finite; their outputs are never used).
         """
+        x, cache = self._hidden(input_ids, attention_mask, past, logits_to_keep)
+        return F.linear(x, self.tok_emb.weight), cache
+
+    def last_hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The final (layer-normalised) hidden state (N, D) at the last column of ``input_ids`` (N, T), no cache:
+        what the value head reads at a turn's last prompt token."""
+        return self._hidden(input_ids, attention_mask, None, 1)[0][:, -1]
+
+    def _hidden(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        past: KVCache | None,
+        logits_to_keep: int,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """``forward`` before the output head: ln_f of the hidden states (N, k or T, D), and the cache."""
         n, t = input_ids.shape
         total = attention_mask.shape[1]
         start = total - t
@@ -255,7 +271,7 @@ class TinyGPT(nn.Module):
             x = x.view(n, logits_to_keep, -1)
         elif logits_to_keep:
             x = x[:, -logits_to_keep:]
-        return F.linear(self.ln_f(x), self.tok_emb.weight), cache
+        return self.ln_f(x), cache
 
     def prefill_packed(
         self,

@@ -52,6 +52,15 @@ def _plain_logprobs(model, *columns: torch.Tensor, temperature: float = 1.0):
     return model.logprobs(*columns, temperature=temperature)
 
 
+def _trim_prompt(
+    prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prompt columns (n, P) without the left-padding columns no row uses, on ``device``."""
+    used = prompt_mask.any(0).nonzero()
+    first = int(used[0]) if len(used) else prompt_mask.shape[1] - 1
+    return prompt_ids[:, first:].to(device), prompt_mask[:, first:].to(device)
+
+
 class GiGPOModule(L.LightningModule):
     """Policy + reference + estimator + loss, trained by a ``lightning.Trainer``.
 
@@ -102,6 +111,16 @@ class GiGPOModule(L.LightningModule):
                 policy.make_reference()
             )  # a frozen copy; with LoRA the adapter-free base, no copy
         self.estimator, self.loss_fn = estimator, loss
+        #: The critic (ARCHITECTURE.md, "Where the critic sits"): only an estimator that needs the ``values``
+        #: column (ppo) gives the policy a value head, after the reference was made (which never has one).
+        self.critic = "values" in getattr(estimator, "requires", ())
+        if self.critic:
+            if not getattr(policy, "can_serve_value_head", False):
+                raise ValueError(
+                    f"estimator {estimator.name!r} needs a value head, and {type(policy).__name__} exposes no "
+                    "hidden state for one; use model=tiny or a Hugging Face model (model=hf), or another estimator"
+                )
+            policy.add_value_head()
         self.collector, self.engine = collector, engine
         self.groups = collector.groups if collector is not None else 0  # B per iteration (per rank)
         self.loop = loop
@@ -210,6 +229,8 @@ class GiGPOModule(L.LightningModule):
         seeds = [self.seed * 10_000_000 + first + b for b in range(self.groups)]
         batch, rollout = self.collector.collect(seeds, gen)
         rollout.update(self.score(batch))
+        if self.critic:  # V(s_t) before the updates, beside the old log-probs
+            batch.values = self.score_values(batch)
         rollout.update(group_signal(batch.extras["returns"], batch.extras["traj_group"]))
         # the rewards the estimator sees (gigpo_lab/algorithm/shaping.py); the metrics above are the env's
         batch.rewards = clip_rewards(batch.rewards, self.loop.reward_clip)
@@ -222,6 +243,8 @@ class GiGPOModule(L.LightningModule):
         adv = self.estimator(batch)
         # exploration with its own advantage stream adds it here; otherwise the estimator's, unchanged
         batch.advantages = bonus.add_to(adv.advantages).to(torch.float32)
+        if self.critic:
+            batch.value_targets = adv.returns.to(torch.float32)
         t2 = time.perf_counter()
 
         # several ranks: the job's counts and rates (a collective, every rank is here); one rank: unchanged
@@ -269,6 +292,53 @@ class GiGPOModule(L.LightningModule):
         if sampled is not None:
             metrics.update(logprob_gap(sampled, batch.old_logprobs, batch.response_mask))
         return metrics
+
+    def score_values(self, batch: StepBatch) -> torch.Tensor:
+        """The critic's V(s_t) (N,) float32 on the CPU, no grad: each distinct prompt once, in chunks of
+        ``trainer.micro_batch_size`` prompts (0: all at once)."""
+        rows = torch.cat([batch.prompt_ids, batch.prompt_mask.long()], dim=1)
+        distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
+        width = batch.prompt_ids.shape[1]
+        ids, mask = distinct[:, :width], distinct[:, width:].bool()
+        size = self.loop.micro_batch_size if self.loop.micro_batch_size > 0 else len(ids)
+        with torch.no_grad():
+            values = [
+                self.policy.values(*_trim_prompt(ids[chunk], mask[chunk], self.device)).float().cpu()
+                for chunk in torch.arange(len(ids)).split(size)
+            ]
+        return torch.cat(values)[inverse]
+
+    def critic_loss(self, mb: StepBatch, backward=None) -> torch.Tensor | None:
+        """``loss.value_coef`` times the value loss of minibatch ``mb`` (``loss.value_loss`` against
+        ``mb.value_targets``, clipped around ``mb.values``), in chunks of ``trainer.micro_batch_size`` rows, each
+        weighted by its share of the rows. With ``backward`` each chunk is back-propagated here and None is
+        returned; without, the differentiable sum (to add to the policy's loss). Logs ``train/value_loss`` and
+        ``train/value_clipfrac``."""
+        n = len(mb)
+        size = self.loop.micro_batch_size if self.loop.micro_batch_size > 0 else n
+        total, value_loss, clipfrac = None, 0.0, 0.0
+        for chunk in torch.arange(n, device=mb.prompt_ids.device).split(size):
+            vpred = self.policy.values(
+                *_trim_prompt(mb.prompt_ids[chunk], mb.prompt_mask[chunk], self.device)
+            )
+            weighted, loss, clipped = self.loss_fn.critic_loss(
+                vpred, mb.value_targets[chunk], mb.values[chunk]
+            )
+            share = len(chunk) / n
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"the value loss is {loss.item()} at iteration {self.current_epoch}; lower the learning rate "
+                    "or loss.value_coef, or check the rewards"
+                )
+            value_loss += float(loss) * share
+            clipfrac += float(clipped) * share
+            if backward is not None:
+                backward(weighted * share)
+            else:
+                total = weighted * share if total is None else total + weighted * share
+        self._train_stats["train/value_loss"].append(value_loss)
+        self._train_stats["train/value_clipfrac"].append(clipfrac)
+        return total
 
     def _logprobs(self, scorer, cols: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
         """``scorer.logprobs`` (N, R) each, log-probs and entropies, on the CPU: distinct rows in one pass, or
@@ -342,7 +412,7 @@ class GiGPOModule(L.LightningModule):
         the last chunk's; otherwise the returned loss is the whole minibatch's and ``backward`` is not called.
         """
         if self._chunked:
-            return microbatched_loss(
+            loss, out = microbatched_loss(
                 self.policy,
                 self.loss_fn,
                 mb,
@@ -353,6 +423,9 @@ class GiGPOModule(L.LightningModule):
                 shared_prefix=self.shared_prefix,
                 max_tokens=self.shared_prefix_tokens,
             )
+            if self.critic:  # its chunks back-propagated here, as the policy loss's are
+                self.critic_loss(mb, backward)
+            return loss, out
         logprobs = distinct_rows_logprobs if self.loop.distinct_rows else _plain_logprobs
         logp, entropy = logprobs(
             self.policy,
@@ -363,6 +436,8 @@ class GiGPOModule(L.LightningModule):
             temperature=self.logprob_temperature,
         )
         out = self.loss_fn(logp, mb.old_logprobs, mb.advantages, mb.response_mask, entropy, mb.ref_logprobs)
+        if self.critic:
+            return out.loss + self.critic_loss(mb), out
         return out.loss, out
 
     def on_before_optimizer_step(self, optimizer) -> None:
@@ -426,6 +501,7 @@ class GiGPOModule(L.LightningModule):
                 "reward": float(batch.rewards[i]),
                 "invalid": bool(batch.invalid[i]) if batch.invalid is not None else False,
                 "advantage": float(batch.advantages[i]),
+                **({"value": float(batch.values[i])} if batch.values is not None else {}),
             }
             for i in rows
         ]

@@ -37,6 +37,14 @@ PARAMS = {
     "gigpo_step_index": st.fixed_dictionaries(
         {"step_advantage_weight": _weight, "scale_by_std": st.booleans()}
     ),
+    "ppo": st.fixed_dictionaries(
+        {
+            "gamma": _gamma,
+            "lam": _gamma,
+            "whiten_advantages": st.booleans(),
+            "invalid_action_penalty": _penalty,
+        }
+    ),
 }
 
 

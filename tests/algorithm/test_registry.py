@@ -23,7 +23,7 @@ from gigpo_lab.algorithm import (
 )
 from gigpo_lab.algorithm import registry as registry_module
 
-NAMES = ["gigpo", "gigpo_step_index", "grpo", "hgpo", "reinforce_pp", "rloo"]
+NAMES = ["gigpo", "gigpo_step_index", "grpo", "hgpo", "ppo", "reinforce_pp", "rloo"]
 
 
 def cols(n_rows=6, **changes):
@@ -58,7 +58,7 @@ def test_unknown_name_lists_the_valid_names():
     for name in NAMES:
         assert name in str(err.value)
     with pytest.raises(ValueError, match="valid names"):
-        compute_advantages("ppo", **cols())
+        compute_advantages("ppo_typo", **cols())
 
 
 def test_duplicate_registration_is_refused():

@@ -24,6 +24,7 @@ KL_IN_REWARD = {
     "gigpo": False,
     "gigpo_step_index": False,
     "hgpo": False,
+    "ppo": False,
     "rloo": True,
     "reinforce_pp": True,
 }

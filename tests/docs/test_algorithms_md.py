@@ -4,7 +4,8 @@ and recomputed with ``compute_advantages`` (to 1e-4), with the defaults the doc 
 Markers in the Markdown: ``<!-- worked-batch -->`` before the ```text block of the batch (rows
 ``traj_id``, ``step_id``, ``anchor``, ``reward``, ``invalid``), and ``<!-- worked: NAME key=value ... -->``
 before each table (rows = trajectories, columns = steps). NAME is a registered estimator, or
-``step_level`` (gigpo minus grpo, i.e. ω·A^S with ω = 1) or ``step_returns`` (G_t - p_i).
+``step_level`` (gigpo minus grpo, i.e. ω·A^S with ω = 1) or ``step_returns`` (G_t - p_i). ``<!-- worked-values
+-->`` before a ```text block with one row ``value`` gives the batch the critic's values that ppo reads.
 """
 
 from __future__ import annotations
@@ -47,8 +48,16 @@ def _tables(text: str) -> list[tuple[str, dict, dict[tuple[str, int], float]]]:
     return out
 
 
+def _values(text: str) -> list[float]:
+    block = text.split("<!-- worked-values -->", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    (line,) = block.strip().splitlines()
+    assert line.split()[0] == "value"
+    return [float(v) for v in line.split()[1:]]
+
+
 TEXT = DOC.read_text()
 BATCH = _batch(TEXT)
+VALUES = _values(TEXT)
 TABLES = _tables(TEXT)
 
 
@@ -63,6 +72,7 @@ def _columns(batch: dict[str, list[str]], anchors=None) -> dict[str, torch.Tenso
         "step_ids": torch.tensor([int(s) for s in batch["step_id"]]),
         "anchor_ids": torch.tensor(anchor_ids),
         "invalid": torch.tensor([flag == "T" for flag in batch["invalid"]]),
+        "values": torch.tensor(VALUES, dtype=torch.float64),
     }
 
 
@@ -107,6 +117,7 @@ def test_papers_are_cited():
         "2402.14740",
         "2501.03262",
         "1707.06347",
+        "1506.02438",
         "joschu.net/blog/kl-approx.html",
         "7364",
     ):

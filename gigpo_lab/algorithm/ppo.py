@@ -1,0 +1,130 @@
+"""ppo: PPO with a learned critic, turn-level GAE(gamma, lam) advantages (Schulman et al. 2017, arXiv 1707.06347;
+GAE: Schulman et al. 2016, arXiv 1506.02438, eq. 16).
+
+ALGORITHMS.md, "ppo"; verl ``trainer/ppo/core_algos.py`` (``compute_gae_advantage_return``, then
+``verl_F.masked_whiten``), at the turn level as RAGEN's and verl-agent's multi-turn PPO compute it: one value
+per turn (a row), read by the policy's value head at the turn's last prompt token, and the turn's advantage
+given to all of its response tokens::
+
+    r'_t    = r_t - p * invalid_t                    the invalid-action penalty, in the turn's reward
+    delta_t = r'_t + gamma * V_{t+1} - V_t           V_T = 0 after a trajectory's last turn
+    A_t     = delta_t + gamma * lam * A_{t+1}        (``gae.turn_gae``)
+    R_t     = A_t + V_t                              the critic's target (``AdvantageOutput.returns``)
+    A_t    <- (A_t - mean(A)) / sqrt(var(A) + 1e-8)  whiten over the batch's rows (unbiased var), if whiten
+
+``V`` is the ``values`` column: the trainer scores it with the old log-probs (no grad), before the updates.
+Groups play no part: ``group_ids`` is read only because every batch carries it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gigpo_lab.algorithm.base import BASE_COLUMNS, Estimator, check_bool, check_real, summary_metrics
+from gigpo_lab.algorithm.gae import turn_gae
+from gigpo_lab.algorithm.grpo import EPISODE_DEFAULTS
+from gigpo_lab.algorithm.prepare import Rows
+from gigpo_lab.algorithm.registry import register_estimator
+from gigpo_lab.choices import default_of
+
+#: Added to the variance before its square root when whitening (verl's ``masked_whiten``).
+WHITEN_EPS = 1e-8
+
+
+def whiten(x: torch.Tensor) -> torch.Tensor:
+    """(x - mean) / sqrt(var + 1e-8) over all of ``x`` (N,), var unbiased (verl ``masked_whiten`` with every entry
+    in the mask); fewer than two entries: x - mean (= 0)."""
+    centred = x - x.mean()
+    if x.numel() < 2:
+        return centred
+    return centred * torch.rsqrt(x.var() + WHITEN_EPS)
+
+
+def explained_variance(values: torch.Tensor, targets: torch.Tensor) -> float:
+    """1 - var(R - V) / var(R): 1 = the critic predicts its targets, 0 = no better than their mean, < 0 worse
+    (NaN-free: 0 when the targets do not vary)."""
+    if targets.numel() < 2:
+        return 0.0
+    var = float(targets.var())
+    return 0.0 if var == 0.0 else 1.0 - float((targets - values).var()) / var
+
+
+@register_estimator("ppo")
+class PPO(Estimator):
+    """PPO's advantage: turn-level GAE over the critic's ``values``, whitened over the batch.
+
+    Args:
+        gamma: discount in [0, 1] (default 1.0: verl's and RAGEN's ``algorithm.gamma``).
+        lam: GAE's lambda in [0, 1] (default 1.0: verl's and RAGEN's ``algorithm.lam``; 1 = Monte-Carlo returns
+            minus V, 0 = the one-step TD error).
+        whiten_advantages: whiten the advantages over the batch (default true, as verl's
+            ``compute_gae_advantage_return`` always does); false = the raw GAE advantages.
+        invalid_action_penalty: p >= 0 subtracted from an invalid turn's reward before GAE (default 0.1, the
+            lab's critic-free estimators' default; RAGEN's ``format_penalty`` is -0.1 in the reward).
+    """
+
+    def __init__(
+        self,
+        gamma: float = 1.0,
+        lam: float = 1.0,
+        whiten_advantages: bool = True,
+        invalid_action_penalty: float = EPISODE_DEFAULTS.invalid_action_penalty,
+    ) -> None:
+        name = self.name
+        self.gamma = check_real(name, "gamma", gamma, low=0.0, high=1.0)
+        self.lam = check_real(name, "lam", lam, low=0.0, high=1.0)
+        self.whiten_advantages = check_bool(name, "whiten_advantages", whiten_advantages)
+        self.invalid_action_penalty = check_real(
+            name, "invalid_action_penalty", invalid_action_penalty, low=0.0
+        )
+        super().__init__(
+            gamma=self.gamma,
+            lam=self.lam,
+            whiten_advantages=self.whiten_advantages,
+            invalid_action_penalty=self.invalid_action_penalty,
+        )
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        return (*BASE_COLUMNS, "step_ids", "values")
+
+    def gae(self, rows: Rows) -> tuple[torch.Tensor, torch.Tensor]:
+        """The raw GAE advantages and the critic's targets, (N,) float64 each."""
+        rewards = rows.rewards - self.invalid_action_penalty * rows.invalid
+        return turn_gae(rewards, rows.values, rows.traj, rows.layout, self.gamma, self.lam)
+
+    def value_targets(self, rows: Rows) -> torch.Tensor:
+        return self.gae(rows)[1]
+
+    def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
+        raw, targets = self.gae(rows)
+        adv = whiten(raw) if self.whiten_advantages else raw
+        metrics = {
+            **summary_metrics("adv/gae_", raw),
+            **summary_metrics("adv/value_", rows.values),
+            **summary_metrics("adv/target_", targets),
+            "adv/explained_variance": explained_variance(rows.values, targets),
+        }
+        return adv, metrics
+
+
+@dataclass
+class PPOSchema:
+    """The option ``estimator=ppo``: PPO with a learned critic, turn-level GAE (see ``PPO``). The policy gets a
+    value head (the loss's ``value_coef`` and ``value_clip`` train it)."""
+
+    _target_: str = "gigpo_lab.algorithm.ppo.PPO"
+    #: gamma in [0, 1], the discount (verl's and RAGEN's algorithm.gamma: 1.0).
+    gamma: float = default_of(PPO, "gamma")
+    #: lambda in [0, 1] of GAE (verl's and RAGEN's algorithm.lam: 1.0; 0 = the one-step TD error).
+    lam: float = default_of(PPO, "lam")
+    #: true = whiten the advantages over the batch, as verl's compute_gae_advantage_return does; false = raw.
+    whiten_advantages: bool = default_of(PPO, "whiten_advantages")
+    #: p >= 0 subtracted from an invalid turn's reward before GAE (the critic-free estimators' default 0.1).
+    invalid_action_penalty: float = default_of(PPO, "invalid_action_penalty")
+
+
+#: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).
+SCHEMAS: dict[str, type] = {"estimator/ppo": PPOSchema}
