@@ -63,6 +63,7 @@ GROUP_HELP: dict[str, str] = {
     "rollout": "rollout engine, sampling and collection sizes (B groups x G envs)",
     "loss": "clipped surrogate + KL to the reference + entropy bonus",
     "exploration": "exploration bonus: a count-based novelty bonus as its own advantage stream, annealed; or none",
+    "group_filter": "which collected groups to train on: all (none), DAPO's nonconstant, StarPO-S's top_std",
     "trainer": "the iteration loop: iterations, PPO epochs, minibatches, optimizer, schedules",
     "lightning": "where it runs: accelerator, devices, strategy, precision, threads",
     "tracking": "MLflow store, experiment name and artifacts",
