@@ -3,6 +3,9 @@
 Every function works on per-token tensors of shape (N, R): N step rows, R response tokens, with a bool
 ``mask`` (N, R) that is True on real response tokens. The advantage of a row, shape (N,), is broadcast to
 all of its response tokens (ALGORITHMS.md, "The loss").
+
+The ratio is PPO's per token (``ratio_level=token``, the default) or GSPO's per sequence
+(``ratio_level=sequence``: one turn's response is one sequence; ``sequence_clipped_surrogate``).
 """
 
 from __future__ import annotations
@@ -116,6 +119,47 @@ def clipped_surrogate(
     return loss, clipped < unclipped
 
 
+def sequence_clipped_surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GSPO's clipped surrogate (Zheng et al. 2025, arXiv 2507.18071, section 4.1, eq. 5; verl's
+    ``compute_policy_loss_gspo`` in ``verl/trainer/ppo/core_algos.py``): one ratio per row, the length-normalised
+    sequence ratio s = exp(mean over the row's real tokens of (logp - old_logp)), clipped at the sequence level.
+
+    Args:
+        logp, old_logp, mask: (N, R); advantages: (N,). A row without a real token has s = 1.
+    Returns:
+        loss (N, R): the row's -min(s * A, clip(s, 1 - clip_low, 1 + clip_high) * A) on each of its tokens (its
+        gradient is verl's GSPO-token form with one advantage per sequence), and clipped (N, R) bool, the row's
+        flag on each token.
+    """
+    m = mask.to(logp.dtype)
+    log_ratio = torch.where(mask, logp - old_logp, torch.zeros_like(logp))
+    s = (log_ratio.sum(dim=1) / m.sum(dim=1).clamp_min(1.0)).exp()  # (N,)
+    adv = advantages.to(logp.dtype)
+    unclipped = s * adv
+    clipped = s.clamp(1.0 - clip_low, 1.0 + clip_high) * adv
+    loss = -torch.minimum(unclipped, clipped)
+    return loss.unsqueeze(1).expand_as(logp), (clipped < unclipped).unsqueeze(1).expand_as(logp)
+
+
+def _token_surrogate(logp, old_logp, advantages, mask, clip_low, clip_high):
+    return clipped_surrogate(logp, old_logp, advantages, clip_low, clip_high)
+
+
+#: ``loss.ratio_level`` -> its surrogate, called (logp, old_logp, advantages, mask, clip_low, clip_high).
+_SURROGATES: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
+    "token": _token_surrogate,
+    "sequence": sequence_clipped_surrogate,
+}
+RATIO_LEVELS = tuple(_SURROGATES)
+
+
 @dataclass
 class LossOutput:
     """The scalar loss and its parts, for logging (all 0-dim tensors)."""
@@ -140,6 +184,8 @@ class PolicyLoss:
             estimator's own default (``estimator.kl_in_reward``, a class attribute; false without an estimator).
         estimator: the run's estimator, whose default None defers to.
         entropy_coef: weight of the entropy bonus (subtracted from the loss).
+        ratio_level: one of ``RATIO_LEVELS``: ``token`` = PPO's per-token ratio; ``sequence`` = GSPO's
+            length-normalised ratio of each row's response, clipped per row (``sequence_clipped_surrogate``).
     """
 
     def __init__(
@@ -152,6 +198,7 @@ class PolicyLoss:
         kl_in_reward: bool | None = None,
         entropy_coef: float = 0.0,
         estimator=None,
+        ratio_level: str = "token",
     ) -> None:
         # aggregation and kl_estimator: Enums in the schema (compose time); aggregate/kl_per_token list the
         # valid names to a Python caller
@@ -163,6 +210,9 @@ class PolicyLoss:
             kl_in_reward = bool(getattr(estimator, "kl_in_reward", False))
         self.kl_coef, self.kl_estimator, self.kl_in_reward = kl_coef, kl_estimator, kl_in_reward
         self.entropy_coef = entropy_coef
+        if ratio_level not in _SURROGATES:
+            raise ValueError(f"unknown loss.ratio_level {ratio_level!r}; valid: {', '.join(RATIO_LEVELS)}")
+        self.ratio_level = str(ratio_level)
 
     @property
     def needs_reference(self) -> bool:
@@ -186,7 +236,8 @@ class PolicyLoss:
         ref_logp: torch.Tensor | None = None,
     ) -> LossOutput:
         """Loss of one minibatch. Shapes: logp, old_logp, mask, entropy, ref_logp (N, R); advantages (N,)."""
-        pg, clipped = clipped_surrogate(logp, old_logp, advantages, self.clip_low, self.clip_high)
+        surrogate = _SURROGATES[self.ratio_level]
+        pg, clipped = surrogate(logp, old_logp, advantages, mask, self.clip_low, self.clip_high)
         pg_loss = aggregate(pg, mask, self.aggregation)
         zero = pg_loss.new_zeros(())
         kl = zero
@@ -206,6 +257,7 @@ class PolicyLoss:
 
 Aggregation = choice_enum("Aggregation", AGGREGATIONS, __name__)
 KLEstimator = choice_enum("KLEstimator", KL_ESTIMATORS, __name__)
+RatioLevel = choice_enum("RatioLevel", RATIO_LEVELS, __name__)
 
 
 @dataclass
@@ -234,6 +286,11 @@ class LossConfig:
     #: groups are all flat towards uniform, so GRPO's greedy policy drifted into loops (docs/WHY_RUNS_FAIL.md).
     #: The published studies of experiments/RESULTS.md (tag study-v1) were measured with 0.01.
     entropy_coef: float = default_of(PolicyLoss, "entropy_coef")
+    #: Where the importance ratio lives: token = PPO's ratio per token; sequence = GSPO's (Zheng et al. 2025,
+    #: arXiv 2507.18071): one ratio per row, exp(mean over its response tokens of log pi - log pi_old), one turn's
+    #: response = one sequence, clipped per row. loss=gspo sets it with the paper's clip 3e-4 / 4e-4 and
+    #: seq-mean-token-mean (the paper's mean over sequences).
+    ratio_level: RatioLevel = RatioLevel[default_of(PolicyLoss, "ratio_level")]
 
 
 #: This module's option of the ``loss`` group (``gigpo_lab.discovery`` collects it).

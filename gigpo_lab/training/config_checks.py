@@ -124,7 +124,9 @@ def validate_config(cfg: DictConfig) -> None:
     )
     share = OmegaConf.select(cfg, "group_filter.share")  # group_filter=top_std
     if share is not None:
-        checks.append((_is_number(share) and 0 < share <= 1, f"group_filter.share={share!r} must lie in (0, 1]"))
+        checks.append(
+            (_is_number(share) and 0 < share <= 1, f"group_filter.share={share!r} must lie in (0, 1]")
+        )
     if _is_number(share) and 0 < share <= 1 and _is_int(cfg.rollout.groups):
         checks.append(
             (
@@ -135,7 +137,9 @@ def validate_config(cfg: DictConfig) -> None:
         )
     cap = OmegaConf.select(cfg, "group_filter.max_collections")  # group_filter=nonconstant
     if cap is not None:
-        checks.append((_is_int(cap) and cap >= 1, f"group_filter.max_collections={cap!r} must be an int >= 1"))
+        checks.append(
+            (_is_int(cap) and cap >= 1, f"group_filter.max_collections={cap!r} must be an int >= 1")
+        )
     checks.append(_model_folder_check(cfg.model))
     for ok, message in checks:
         if not ok:
