@@ -61,7 +61,7 @@ GROUP_HELP: dict[str, str] = {
     "env": "environment",
     "model": "policy: tiny (a small transformer trained from scratch) or a Hugging Face causal LM",
     "rollout": "rollout engine, sampling and collection sizes (B groups x G envs)",
-    "loss": "clipped surrogate + KL to the reference + entropy bonus",
+    "loss": "clipped surrogate (PPO's per-token ratio, or GSPO's per-turn one) + KL to the reference + entropy bonus",
     "exploration": "exploration bonus: a count-based novelty bonus as its own advantage stream, annealed; or none",
     "group_filter": "which collected groups to train on: all (none), DAPO's nonconstant, StarPO-S's top_std",
     "trainer": "the iteration loop: iterations, PPO epochs, minibatches, optimizer, schedules",
