@@ -52,6 +52,10 @@ def test_worked_example():
     # the token-level loss of the same rows (ALGORITHMS.md section 8): -1.2 and -1.0 on row 0, 3.0 on row 1
     token = PolicyLoss(clip_low=0.2, clip_high=0.2, aggregation="seq-mean-token-mean")
     assert token(LOGP, OLD, ADV, MASK).pg_loss.item() == pytest.approx((-1.1 + 3.0) / 2)
+    from gigpo_lab.config_paths import config_root
+
+    doc = (config_root() / "docs" / "ALGORITHMS.md").read_text()
+    assert all(number in doc for number in ("1.1180", "0.9410", "−1.0004", "0.9998"))  # the doc's numbers
 
 
 @settings(max_examples=60, deadline=None)
@@ -119,3 +123,15 @@ def test_token_level_is_the_ppo_loss_bit_for_bit(mode):
 def test_unknown_ratio_level_names_the_valid_ones():
     with pytest.raises(ValueError, match="token, sequence"):
         PolicyLoss(ratio_level="turn")
+
+
+def test_loss_gspo_trains_a_tiny_run(tiny_overrides):
+    """loss=gspo end to end (the tiny policy's packed update path): finite, and the paper's narrow clip bites."""
+    from tiny_sizes import MOVES_AT_ONCE
+
+    from gigpo_lab.config_paths import compose_config
+    from gigpo_lab.train import train
+
+    metrics = train(compose_config([*tiny_overrides, "loss=gspo", MOVES_AT_ONCE]))
+    assert math.isfinite(metrics["train/loss"])
+    assert metrics["train/clipfrac"] > 0  # after the first step, ratios leave [1 - 3e-4, 1 + 4e-4]

@@ -111,6 +111,10 @@ def test_the_loop_stops_once_enough_groups_pass_and_keeps_exactly_b_in_collectio
     assert batch.response_ids.tolist()[:2] == [[200, -1], [300, -1]]
     assert batch.response_mask.sum(1).tolist() == [1, 1, 2, 2, 2, 2]
     assert batch.anchor_ids.tolist() == [0, 1, 2, 3, 4, 5]  # interned anew over the chosen rows
+    from gigpo_lab.config_paths import config_root
+
+    doc = " ".join((config_root() / "docs" / "ALGORITHMS.md").read_text().split())
+    assert "the batch is [0, 1], [5, 6], [7, 9], with `groups_dropped` 3 and `extra_collections` 1" in doc
 
 
 def test_top_std_keeps_its_share_of_one_collection_and_never_collects_more():
