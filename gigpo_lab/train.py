@@ -132,6 +132,7 @@ def build(cfg: DictConfig, loop=None):
         eval_greedy=cfg.rollout.eval_greedy,
         logprob_temperature=cfg.rollout.temperature,
         exploration=instantiate(cfg.exploration),
+        group_filter=instantiate(cfg.group_filter),
     )
 
 

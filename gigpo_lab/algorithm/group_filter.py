@@ -13,13 +13,22 @@ a trajectory's rewards), so whatever estimator runs next sees a subset of whole 
 
 Worked example, 3 groups of 2 episodes with returns {0: [1, 1], 1: [0, 1], 2: [0, 3]}: stds 0, 0.71, 2.12;
 ``nonconstant`` keeps groups 1 and 2; ``top_std`` with share 0.5 keeps int(1.5) = 1 group: group 2.
+
+The config group ``group_filter`` selects a rule (``none``, the default, ``nonconstant``, ``top_std``): the
+classes below are its options' targets. A rule's ``keep`` reads one collection (its env returns, before reward
+clipping, bonus or KL, as DAPO's ``acc`` and RAGEN's ``original_rm_scores`` are the task's own score) and
+``max_collections`` says how many collections of B groups an iteration may spend to fill its batch
+(``gigpo_lab/rollout/filtering.py`` runs the loop; ALGORITHMS.md section 14).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from gigpo_lab.algorithm.grouping import segment_count, segment_min, segment_sum
+from gigpo_lab.choices import default_of
 
 
 def episode_returns(rewards: torch.Tensor, traj: torch.Tensor, n_traj: int) -> torch.Tensor:
@@ -55,3 +64,93 @@ def keep_top_std(std: torch.Tensor, share: float) -> torch.Tensor:
     keep = torch.zeros(k, dtype=torch.bool, device=std.device)
     keep[order[: int(share * k)]] = True
     return keep
+
+
+class NoFilter:
+    """``group_filter=none``: every collected group is trained on, as the published algorithms do."""
+
+    max_collections = 1
+    fills_batch = False
+
+    def keep(self, returns: torch.Tensor, group_of_traj: torch.Tensor, n_groups: int) -> torch.Tensor:
+        return torch.ones(n_groups, dtype=torch.bool)
+
+
+class NonConstant:
+    """``group_filter=nonconstant``: DAPO's dynamic sampling (module docstring).
+
+    The iteration collects B groups at a time until B groups pass the rule or ``max_collections`` collections
+    (the first included: verl's ``max_num_gen_batches``) are spent; the batch is the first B passing groups in
+    collection order. Where verl raises once the cap is spent, the lab fills the rest of the batch with the
+    earliest groups that failed (the batch always has B groups; ``rollout/groups_refilled`` counts them).
+
+    Args:
+        max_collections: collections of B groups per iteration at most, >= 1 (1 = never collect more).
+    """
+
+    fills_batch = True
+
+    def __init__(self, max_collections: int = 10) -> None:
+        if max_collections < 1:
+            raise ValueError(f"group_filter.max_collections={max_collections} must be >= 1")
+        self.max_collections = int(max_collections)
+
+    def keep(self, returns: torch.Tensor, group_of_traj: torch.Tensor, n_groups: int) -> torch.Tensor:
+        return keep_nonconstant(returns, group_of_traj, n_groups)
+
+
+class TopStd:
+    """``group_filter=top_std``: RAGEN's StarPO-S filter (module docstring): of one collection of B groups,
+    the ``int(share * B)`` of largest return std are trained on, the others dropped; never collects more.
+
+    Args:
+        share: p in (0, 1], the share of groups kept (RAGEN's ``rollout_filter_ratio``, 0.25 in its
+            ``config/base.yaml``); 1 keeps every group.
+    """
+
+    max_collections = 1
+    fills_batch = False
+
+    def __init__(self, share: float = 0.25) -> None:
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"group_filter.share={share} must lie in (0, 1]")
+        self.share = float(share)
+
+    def keep(self, returns: torch.Tensor, group_of_traj: torch.Tensor, n_groups: int) -> torch.Tensor:
+        return keep_top_std(group_return_std(returns, group_of_traj, n_groups), self.share)
+
+
+@dataclass
+class NoFilterConfig:
+    """No group filter: every collected group is trained on (the published algorithms)."""
+
+    _target_: str = "gigpo_lab.algorithm.group_filter.NoFilter"
+
+
+@dataclass
+class NonConstantConfig:
+    """DAPO's dynamic sampling: drop the groups whose episode returns are all equal, collect more to fill B."""
+
+    _target_: str = "gigpo_lab.algorithm.group_filter.NonConstant"
+    #: Collections of rollout.groups groups an iteration may spend, the first included (verl's DAPO
+    #: max_num_gen_batches, 10 in its docs/algo/dapo.md), >= 1. Once spent, the earliest dropped groups fill the
+    #: batch (verl raises instead). Every collected env step counts toward trainer.max_env_steps.
+    max_collections: int = default_of(NonConstant, "max_collections")  # type: ignore[assignment]
+
+
+@dataclass
+class TopStdConfig:
+    """RAGEN's StarPO-S filter: train on the share of groups of largest return std; never collects more."""
+
+    _target_: str = "gigpo_lab.algorithm.group_filter.TopStd"
+    #: p in (0, 1]: int(p * rollout.groups) groups are kept, those of largest return std (RAGEN's
+    #: rollout_filter_ratio, 0.25 in its config/base.yaml); int(p * rollout.groups) must be >= 1.
+    share: float = default_of(TopStd, "share")  # type: ignore[assignment]
+
+
+#: ``"group_filter/<option>"`` -> schema (stored as ``schema/group_filter/<option>``).
+SCHEMAS: dict[str, type] = {
+    "group_filter/none": NoFilterConfig,
+    "group_filter/nonconstant": NonConstantConfig,
+    "group_filter/top_std": TopStdConfig,
+}

@@ -3,6 +3,9 @@
 Every function works on per-token tensors of shape (N, R): N step rows, R response tokens, with a bool
 ``mask`` (N, R) that is True on real response tokens. The advantage of a row, shape (N,), is broadcast to
 all of its response tokens (ALGORITHMS.md, "The loss").
+
+The ratio is PPO's per token (``ratio_level=token``, the default) or GSPO's per sequence
+(``ratio_level=sequence``: one turn's response is one sequence; ``sequence_clipped_surrogate``).
 """
 
 from __future__ import annotations
@@ -139,6 +142,47 @@ def value_loss(
     return loss, (clipped > plain).to(vpred.dtype).mean().detach()
 
 
+def sequence_clipped_surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GSPO's clipped surrogate (Zheng et al. 2025, arXiv 2507.18071, section 4.1, eq. 5; verl's
+    ``compute_policy_loss_gspo`` in ``verl/trainer/ppo/core_algos.py``): one ratio per row, the length-normalised
+    sequence ratio s = exp(mean over the row's real tokens of (logp - old_logp)), clipped at the sequence level.
+
+    Args:
+        logp, old_logp, mask: (N, R); advantages: (N,). A row without a real token has s = 1.
+    Returns:
+        loss (N, R): the row's -min(s * A, clip(s, 1 - clip_low, 1 + clip_high) * A) on each of its tokens (its
+        gradient is verl's GSPO-token form with one advantage per sequence), and clipped (N, R) bool, the row's
+        flag on each token.
+    """
+    m = mask.to(logp.dtype)
+    log_ratio = torch.where(mask, logp - old_logp, torch.zeros_like(logp))
+    s = (log_ratio.sum(dim=1) / m.sum(dim=1).clamp_min(1.0)).exp()  # (N,)
+    adv = advantages.to(logp.dtype)
+    unclipped = s * adv
+    clipped = s.clamp(1.0 - clip_low, 1.0 + clip_high) * adv
+    loss = -torch.minimum(unclipped, clipped)
+    return loss.unsqueeze(1).expand_as(logp), (clipped < unclipped).unsqueeze(1).expand_as(logp)
+
+
+def _token_surrogate(logp, old_logp, advantages, mask, clip_low, clip_high):
+    return clipped_surrogate(logp, old_logp, advantages, clip_low, clip_high)
+
+
+#: ``loss.ratio_level`` -> its surrogate, called (logp, old_logp, advantages, mask, clip_low, clip_high).
+_SURROGATES: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
+    "token": _token_surrogate,
+    "sequence": sequence_clipped_surrogate,
+}
+RATIO_LEVELS = tuple(_SURROGATES)
+
+
 @dataclass
 class LossOutput:
     """The scalar loss and its parts, for logging (all 0-dim tensors)."""
@@ -167,6 +211,8 @@ class PolicyLoss:
             estimator has a critic (ppo), with which the policy carries a value head.
         value_clip: verl's ``cliprange_value``: the new value stays within this of the old one in the loss;
             None = no clipping.
+        ratio_level: one of ``RATIO_LEVELS``: ``token`` = PPO's per-token ratio; ``sequence`` = GSPO's
+            length-normalised ratio of each row's response, clipped per row (``sequence_clipped_surrogate``).
     """
 
     def __init__(
@@ -181,6 +227,7 @@ class PolicyLoss:
         value_coef: float = 1.0,
         value_clip: float | None = 0.5,
         estimator=None,
+        ratio_level: str = "token",
     ) -> None:
         # aggregation and kl_estimator: Enums in the schema (compose time); aggregate/kl_per_token list the
         # valid names to a Python caller
@@ -195,6 +242,9 @@ class PolicyLoss:
         if value_coef < 0 or (value_clip is not None and value_clip <= 0):
             raise ValueError("loss.value_coef must be >= 0 and loss.value_clip > 0 (or null: no clipping)")
         self.value_coef, self.value_clip = value_coef, value_clip
+        if ratio_level not in _SURROGATES:
+            raise ValueError(f"unknown loss.ratio_level {ratio_level!r}; valid: {', '.join(RATIO_LEVELS)}")
+        self.ratio_level = str(ratio_level)
 
     def critic_loss(
         self, vpred: torch.Tensor, targets: torch.Tensor, old_values: torch.Tensor
@@ -226,7 +276,8 @@ class PolicyLoss:
         ref_logp: torch.Tensor | None = None,
     ) -> LossOutput:
         """Loss of one minibatch. Shapes: logp, old_logp, mask, entropy, ref_logp (N, R); advantages (N,)."""
-        pg, clipped = clipped_surrogate(logp, old_logp, advantages, self.clip_low, self.clip_high)
+        surrogate = _SURROGATES[self.ratio_level]
+        pg, clipped = surrogate(logp, old_logp, advantages, mask, self.clip_low, self.clip_high)
         pg_loss = aggregate(pg, mask, self.aggregation)
         zero = pg_loss.new_zeros(())
         kl = zero
@@ -246,6 +297,7 @@ class PolicyLoss:
 
 Aggregation = choice_enum("Aggregation", AGGREGATIONS, __name__)
 KLEstimator = choice_enum("KLEstimator", KL_ESTIMATORS, __name__)
+RatioLevel = choice_enum("RatioLevel", RATIO_LEVELS, __name__)
 
 
 @dataclass
@@ -281,6 +333,11 @@ class LossConfig:
     #: verl's critic.cliprange_value (0.5): the value's change from its old value is clipped to this in the
     #: loss; null = no clipping. Read only with a critic (ppo).
     value_clip: Optional[float] = default_of(PolicyLoss, "value_clip")  # noqa: UP045
+    #: Where the importance ratio lives: token = PPO's ratio per token; sequence = GSPO's (Zheng et al. 2025,
+    #: arXiv 2507.18071): one ratio per row, exp(mean over its response tokens of log pi - log pi_old), one turn's
+    #: response = one sequence, clipped per row. loss=gspo sets it with the paper's clip 3e-4 / 4e-4 and
+    #: seq-mean-token-mean (the paper's mean over sequences).
+    ratio_level: RatioLevel = RatioLevel[default_of(PolicyLoss, "ratio_level")]
 
 
 #: This module's option of the ``loss`` group (``gigpo_lab.discovery`` collects it).

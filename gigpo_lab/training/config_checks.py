@@ -122,6 +122,24 @@ def validate_config(cfg: DictConfig) -> None:
             "set rollout.group_size=2 or more",
         )
     )
+    share = OmegaConf.select(cfg, "group_filter.share")  # group_filter=top_std
+    if share is not None:
+        checks.append(
+            (_is_number(share) and 0 < share <= 1, f"group_filter.share={share!r} must lie in (0, 1]")
+        )
+    if _is_number(share) and 0 < share <= 1 and _is_int(cfg.rollout.groups):
+        checks.append(
+            (
+                int(share * cfg.rollout.groups) >= 1,
+                f"group_filter.share={share} keeps int({share} x rollout.groups={cfg.rollout.groups}) = 0 groups; "
+                f"set group_filter.share to at least 1/{cfg.rollout.groups} or raise rollout.groups",
+            )
+        )
+    cap = OmegaConf.select(cfg, "group_filter.max_collections")  # group_filter=nonconstant
+    if cap is not None:
+        checks.append(
+            (_is_int(cap) and cap >= 1, f"group_filter.max_collections={cap!r} must be an int >= 1")
+        )
     checks.append(_model_folder_check(cfg.model))
     for ok, message in checks:
         if not ok:

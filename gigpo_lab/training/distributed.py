@@ -29,7 +29,15 @@ RANK_VARIABLES = (
 )
 
 #: Rollout metrics that are counts: the job's value is the sum over the ranks.
-SUMMED = ("rollout/env_steps", "rollout/tokens", "rollout/env_errors", "rollout/episodes")
+SUMMED = (
+    "rollout/env_steps",
+    "rollout/tokens",
+    "rollout/env_errors",
+    "rollout/episodes",
+    "rollout/groups_dropped",  # a group filter's counts (gigpo_lab/training/group_filtering.py)
+    "rollout/groups_refilled",
+    "rollout/extra_collections",
+)
 #: Rollout metrics that are means, and the count each is a mean over: the job's value is the mean weighted by
 #: each rank's count (a rank with a count of 0, whose mean is NaN, has no weight). Any other metric is averaged
 #: over the ranks unweighted, so one NaN makes it NaN.

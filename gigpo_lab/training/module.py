@@ -28,6 +28,7 @@ import torch
 
 from gigpo_lab.algorithm.diagnostics import CollapseCounter, group_signal, logprob_gap, token_entropy
 from gigpo_lab.algorithm.exploration import NoBonus
+from gigpo_lab.algorithm.group_filter import NoFilter
 from gigpo_lab.algorithm.loss import LossOutput, PolicyLoss
 from gigpo_lab.algorithm.shaping import clip_rewards, penalize_kl
 from gigpo_lab.batch import StepBatch
@@ -36,15 +37,28 @@ from gigpo_lab.packing.microbatch import chunked_logprobs, microbatched_loss
 from gigpo_lab.training.checkpointing import mark_finished_epoch_completed
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.distributed import across_ranks
+from gigpo_lab.training.group_filtering import collect_filtered
 from gigpo_lab.training.schema import TrainerConfig
 
 #: Seeds of held-out evaluation episodes start here; training seeds stay below it.
 EVAL_SEED_BASE = 1_000_000_000
+#: A run's group seeds are ``seed * 10_000_000 + i``: the first collection of each iteration takes i below this,
+#: a group filter's extra collections (``extra_group_seeds``) i from it.
+EXTRA_SEED_OFFSET = 5_000_000
 
 
 def iteration_seed(seed: int, iteration: int) -> int:
     """A per-iteration RNG seed, so that a resumed run draws exactly what an uninterrupted one draws."""
     return (seed * 1_000_003 + iteration * 7_919 + 17) % (2**63 - 1)
+
+
+def extra_group_seeds(seed: int, shard: int, groups: int, collection: int, max_collections: int) -> list[int]:
+    """The B group seeds of extra collection ``collection`` (1 .. max_collections - 1) of shard ``shard``: a
+    function of the run's seed, the shard (iteration and rank) and the collection alone, so a resumed run draws
+    what the uninterrupted one would; disjoint from every first collection's seeds (``EXTRA_SEED_OFFSET``) and
+    from every other shard's extras (each shard owns ``max_collections - 1`` blocks of B)."""
+    block = shard * (max_collections - 1) + collection - 1
+    return [seed * 10_000_000 + EXTRA_SEED_OFFSET + block * groups + b for b in range(groups)]
 
 
 def _plain_logprobs(model, *columns: torch.Tensor, temperature: float = 1.0):
@@ -83,6 +97,8 @@ class GiGPOModule(L.LightningModule):
         exploration: an exploration bonus (``gigpo_lab.algorithm.exploration``: called on each collected batch, it may add
             to ``batch.rewards`` before the estimator, or return an advantage stream that is added to the
             estimator's; its ``state()`` is checkpointed); None = ``NoBonus``.
+        group_filter: which collected groups to train on (``gigpo_lab.algorithm.group_filter``, run by
+            ``gigpo_lab.training.group_filtering``); None = ``NoFilter``, every group, the plain collection.
 
     Outside a Trainer (scripts that drive the parts by hand, as ``experiments/bench/bench_llm_iteration.py``)
     the public ``score``, ``minibatch_loss`` and ``evaluate`` work alone; the Lightning hooks need the Trainer.
@@ -102,6 +118,7 @@ class GiGPOModule(L.LightningModule):
         eval_greedy: bool = True,
         logprob_temperature: float = 1.0,
         exploration=None,
+        group_filter=None,
     ) -> None:
         super().__init__()
         self.policy = policy
@@ -135,6 +152,7 @@ class GiGPOModule(L.LightningModule):
         self.eval_episodes, self.eval_greedy = eval_episodes, eval_greedy
         self.logprob_temperature = logprob_temperature
         self.exploration = exploration if exploration is not None else NoBonus()
+        self.group_filter = group_filter if group_filter is not None else NoFilter()
         self._kl_stopped = False
         if loop.reuse_rollout_logprobs and not getattr(engine, "samples_policy_logprobs", False):
             raise ValueError(
@@ -227,7 +245,7 @@ class GiGPOModule(L.LightningModule):
         # env seeds (it * world + r) * B + b: disjoint across ranks and iterations
         first = shard * self.groups
         seeds = [self.seed * 10_000_000 + first + b for b in range(self.groups)]
-        batch, rollout = self.collector.collect(seeds, gen)
+        batch, rollout = self._collect(seeds, shard, gen)
         rollout.update(self.score(batch))
         if self.critic:  # V(s_t) before the updates, beside the old log-probs
             batch.values = self.score_values(batch)
@@ -271,6 +289,22 @@ class GiGPOModule(L.LightningModule):
         minibatches = shuffled_minibatches(batch, self.loop.ppo_epochs, self.loop.minibatch_size, gen)
         self._minibatches_left = len(minibatches)
         return minibatches
+
+    def _collect(
+        self, seeds: list[int], shard: int, gen: torch.Generator
+    ) -> tuple[StepBatch, dict[str, float]]:
+        """The iteration's batch: the collection of ``seeds``, or, under a group filter, the groups it keeps of
+        this and any extra collections (``extra_group_seeds``; ``gigpo_lab/training/group_filtering.py``)."""
+        rule = self.group_filter
+        if isinstance(rule, NoFilter):
+            return self.collector.collect(seeds, gen)
+
+        def seeds_of(c: int) -> list[int]:
+            return (
+                seeds if c == 0 else extra_group_seeds(self.seed, shard, self.groups, c, rule.max_collections)
+            )
+
+        return collect_filtered(self.collector, seeds_of, rule, gen, self.policy.tokenizer.pad_id)
 
     def score(self, batch: StepBatch) -> dict[str, float]:
         """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``; return the
