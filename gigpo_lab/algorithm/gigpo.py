@@ -174,7 +174,7 @@ class GiGPOSchema(GRPOSchema):
     #: zero | raw: a step group of one row gets 0 (ALGORITHMS.md) or its own return.
     step_singleton: Singleton = Singleton[default_of(GiGPO, "step_singleton")]
     #: null (exact anchor ids) or a difflib ratio in (0, 1) for clustering text anchors (needs anchor_texts).
-    anchor_similarity_threshold: Optional[float] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
+    anchor_similarity_threshold: Optional[float] = default_of(GiGPO, "anchor_similarity_threshold")  # noqa: UP045
     #: false (the paper's and verl-agent's semantics, ALGORITHMS.md) = G_t stops where the episode stops.
     #: true = a lab variant, off by default: an episode that the time limit cut continues in G_t at its own
     #: mean step reward, V = mean / (1 - gamma) (partial-episode bootstrapping without a critic, Pardo et al.

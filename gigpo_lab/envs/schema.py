@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from gigpo_lab.envs.text_actions import DEFAULT_ACTION_PATTERN
+from gigpo_lab.choices import default_of
+from gigpo_lab.envs.factory import make_env
 
 
 @dataclass
@@ -33,10 +34,10 @@ class EnvConfig:
     max_turns: int = MISSING
     #: Regex with one capture group that extracts the action from the model's text (IGNORECASE, DOTALL;
     #: the last match wins). A bare response equal to an admissible action is accepted too.
-    action_pattern: str = DEFAULT_ACTION_PATTERN
+    action_pattern: str = default_of(make_env, "action_pattern")
     #: Reward of an invalid turn (the state does not change). In an env that charges every step (CliffWalking:
     #: -1) set it to the step cost, or invalid turns become the cheapest way to spend the episode.
-    invalid_reward: float = 0.0
+    invalid_reward: float = default_of(make_env, "invalid_reward")
 
 
 #: The base schema, for an env option without keyword arguments of its own; each env module declares its

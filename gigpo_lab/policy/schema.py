@@ -16,6 +16,7 @@ from omegaconf import MISSING
 from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.policy.hf import DTYPES, build_hf_policy
 from gigpo_lab.policy.lora import LoraSettings
+from gigpo_lab.policy.smollm2 import build_smollm2_policy
 from gigpo_lab.policy.tiny import PROMPT_SOURCES
 
 PromptSource = choice_enum("PromptSource", PROMPT_SOURCES, __name__)
@@ -94,7 +95,7 @@ class SmolLM2Config(ChatModelConfig):
 
     _target_: str = "gigpo_lab.policy.smollm2.build_smollm2_policy"
     #: Converted folder; null = $GIGPO_LAB_CACHE or ~/.cache/gigpo_lab, + /smollm2-135m-instruct.
-    cache_dir: Optional[str] = None  # noqa: UP045
+    cache_dir: Optional[str] = default_of(build_smollm2_policy, "cache_dir")  # noqa: UP045
 
 
 #: ``"model/<option>"`` -> schema (stored as ``schema/model/<option>``).
