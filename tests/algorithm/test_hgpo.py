@@ -53,12 +53,15 @@ def test_matches_the_recipe_oracle_on_exact_returns(rows, params, gamma):
 
 
 @EXAMPLES
-@given(rows=batches(n_anchors=3), params=PARAMS)
-def test_matches_the_recipe_oracle_with_mean_norm_on_any_rewards(rows, params):
-    """Any float, any gamma. Exact zeros come from constant groups (exactly 0 on both sides: the corrected mean
-    of equal values is the value) and from rows exactly at their group's mean, which random floats do not hit;
+@given(rows=batches(n_anchors=3), params=PARAMS, gamma=st.sampled_from([0.0, 0.5, 1.0]))
+def test_matches_the_recipe_oracle_with_mean_norm_on_any_rewards(rows, params, gamma):
+    """Any float reward. Exact zeros come from constant groups (exactly 0 on both sides: the corrected mean of
+    equal values is the value) and from rows exactly at their group's mean. gamma stays in {0, 0.5, 1}: with a
+    gamma such as 1e-8 the returns of a constant group differ only in their last bits, a row lands within
+    rounding of its group's mean, and the recipe's drop-exact-zeros rule keeps it on one side and drops it on
+    the other (a 0.43 difference, seen once); that discontinuity is the recipe's (docs/ALGORITHMS.md, HGPO).
     mean_norm and alpha = 0 keep the values small enough for the absolute tolerance."""
-    assert_matches(rows, {**params, "mode": "mean_norm", "length_weight_alpha": 0.0})
+    assert_matches(rows, {**params, "gamma": gamma, "mode": "mean_norm", "length_weight_alpha": 0.0})
 
 
 @EXAMPLES
