@@ -99,6 +99,18 @@ class Estimator(abc.ABC):
         return f"{type(self).__name__}({args})"
 
 
+def check_bootstrap_truncated(name: str, bootstrap_truncated: object, gamma: float) -> bool:
+    """``bootstrap_truncated`` as a bool, refused at gamma = 1 (the tail m / (1 - gamma) of a cut episode would be
+    infinite)."""
+    flag = check_bool(name, "bootstrap_truncated", bootstrap_truncated)
+    if flag and gamma == 1.0:
+        raise ValueError(
+            f"{name}: bootstrap_truncated needs gamma < 1 (the tail m / (1 - gamma) of a cut episode is "
+            "infinite at gamma = 1); set estimator.gamma below 1 or estimator.bootstrap_truncated=false"
+        )
+    return flag
+
+
 def summary_metrics(prefix: str, values: torch.Tensor) -> dict[str, float]:
     """``{prefix}mean`` and ``{prefix}std`` (unbiased; 0 for fewer than two values) of ``values`` (M,)."""
     if values.numel() < 2:

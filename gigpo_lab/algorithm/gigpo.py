@@ -28,7 +28,7 @@ from gigpo_lab.algorithm.base import (
     SINGLETON_POLICIES,
     Estimator,
     Singleton,
-    check_bool,
+    check_bootstrap_truncated,
     check_choice,
     check_real,
     summary_metrics,
@@ -100,12 +100,7 @@ class GiGPO(Estimator):
                 low_open=True,
                 high_open=True,
             )
-        self.bootstrap_truncated = check_bool(name, "bootstrap_truncated", bootstrap_truncated)
-        if self.bootstrap_truncated and self.gamma == 1.0:
-            raise ValueError(
-                f"{name}: bootstrap_truncated needs gamma < 1 (the tail m / (1 - gamma) of a cut episode is "
-                "infinite at gamma = 1); set estimator.gamma below 1 or estimator.bootstrap_truncated=false"
-            )
+        self.bootstrap_truncated = check_bootstrap_truncated(name, bootstrap_truncated, self.gamma)
         super().__init__(
             step_advantage_weight=self.step_advantage_weight,
             gamma=self.gamma,

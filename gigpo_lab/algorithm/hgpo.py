@@ -64,6 +64,7 @@ from gigpo_lab.algorithm.base import (
     Estimator,
     Mode,
     check_bool,
+    check_bootstrap_truncated,
     check_choice,
     check_real,
     summary_metrics,
@@ -149,12 +150,7 @@ class HGPO(Estimator):
             epsilon=epsilon,
             episode_singleton=episode_singleton,
         )
-        self.bootstrap_truncated = check_bool(name, "bootstrap_truncated", bootstrap_truncated)
-        if self.bootstrap_truncated and self.gamma == 1.0:
-            raise ValueError(
-                f"{name}: bootstrap_truncated needs gamma < 1; set estimator.gamma below 1 or "
-                "estimator.bootstrap_truncated=false"
-            )
+        self.bootstrap_truncated = check_bootstrap_truncated(name, bootstrap_truncated, self.gamma)
         super().__init__(
             history_length=self.history_length,
             length_weight_alpha=self.length_weight_alpha,
