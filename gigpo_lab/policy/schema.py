@@ -17,7 +17,7 @@ from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.policy.hf import DTYPES, build_hf_policy
 from gigpo_lab.policy.lora import LoraSettings
 from gigpo_lab.policy.smollm2 import build_smollm2_policy
-from gigpo_lab.policy.tiny import PROMPT_SOURCES
+from gigpo_lab.policy.tiny import PROMPT_SOURCES, build_tiny_policy
 
 PromptSource = choice_enum("PromptSource", PROMPT_SOURCES, __name__)
 Dtype = choice_enum("Dtype", DTYPES, __name__)
@@ -32,27 +32,27 @@ class TinyConfig:
     _target_: str = "gigpo_lab.policy.build_tiny_policy"
     _partial_: bool = True
     #: Width; a multiple of n_heads.
-    d_model: int = 128
+    d_model: int = default_of(build_tiny_policy, "d_model")
     #: Transformer blocks, >= 1.
-    n_layers: int = 2
+    n_layers: int = default_of(build_tiny_policy, "n_layers")
     #: Attention heads; divides d_model.
-    n_heads: int = 4
+    n_heads: int = default_of(build_tiny_policy, "n_heads")
     #: Longest prompt + response in tokens; longer prompts are left-truncated.
-    max_seq_len: int = 256
+    max_seq_len: int = default_of(build_tiny_policy, "max_seq_len")
     #: What the prompt shows: anchor (info["anchor"], compact) or observation (the text).
-    prompt_source: PromptSource = PromptSource.anchor
+    prompt_source: PromptSource = PromptSource[default_of(build_tiny_policy, "prompt_source")]
     #: Past turns in the prompt (>= 0), after the current state, oldest first; with prompt_source=anchor only
     #: their actions are shown. 2 = the last two actions: greedy evaluation can break the loops a state-only
     #: policy falls into, and Taxi-v4 becomes learnable (docs/WHY_RUNS_FAIL.md); 0 = the current state only.
-    history_window: int = 2
+    history_window: int = default_of(build_tiny_policy, "history_window")
     #: true = a history entry whose action left the observation as it was (a move into a wall, an illegal
     #: pickup) ends with the word "unchanged", which joins the vocabulary: the policy can then tell a loop
     #: in place from progress, which lifted Taxi-v4 to the bar (docs/WHY_RUNS_FAIL.md); false = the
     #: actions alone, as before.
-    mark_unchanged: bool = True
+    mark_unchanged: bool = default_of(build_tiny_policy, "mark_unchanged")
     #: Layer-normalise each head's queries and keys (QK-LayerNorm), which bounds the attention logits
     #: (docs/WHY_RUNS_FAIL.md); false = plain attention.
-    qk_norm: bool = True
+    qk_norm: bool = default_of(build_tiny_policy, "qk_norm")
     #: Initialisation seed (default: the run seed).
     seed: int = RUN_SEED  # type: ignore[assignment]  # an interpolation, resolved to an int
 

@@ -187,10 +187,10 @@ def build_tiny_policy(
     n_heads: int = 4,
     max_seq_len: int = 256,
     prompt_source: str = "anchor",
-    history_window: int = 0,
+    history_window: int = 2,
     seed: int = 0,
-    qk_norm: bool = False,
-    mark_unchanged: bool = False,
+    qk_norm: bool = True,
+    mark_unchanged: bool = True,
 ) -> TinyPolicy:
     """A ``TinyPolicy`` over ``vocabulary`` (e.g. ``env.unwrapped.vocabulary()``), initialised from ``seed``
     alone (the global RNG is left untouched). With ``mark_unchanged`` the word ``UNCHANGED`` joins the

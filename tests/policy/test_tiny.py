@@ -16,14 +16,26 @@ VOCAB = ["S", "F", "H", "G", "P", "left", "right", "up", "down", "\n"]
 @pytest.fixture(scope="module", params=[False, True], ids=["plain", "qk_norm"])
 def policy(request):
     return build_tiny_policy(
-        VOCAB, d_model=32, n_layers=2, n_heads=4, max_seq_len=64, seed=0, qk_norm=request.param
+        VOCAB,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        max_seq_len=64,
+        seed=0,
+        qk_norm=request.param,
+        mark_unchanged=False,
+        history_window=0,
     )
 
 
 def test_qk_norm_adds_only_norm_parameters_and_keeps_the_init_draws():
     """qk_norm adds a LayerNorm per q and k (ones and zeros), and every other weight is drawn the same."""
-    plain = build_tiny_policy(VOCAB, d_model=32, seed=3).state_dict()
-    normed = build_tiny_policy(VOCAB, d_model=32, seed=3, qk_norm=True).state_dict()
+    plain = build_tiny_policy(
+        VOCAB, d_model=32, seed=3, qk_norm=False, mark_unchanged=False, history_window=0
+    ).state_dict()
+    normed = build_tiny_policy(
+        VOCAB, d_model=32, seed=3, qk_norm=True, mark_unchanged=False, history_window=0
+    ).state_dict()
     extra = sorted(set(normed) - set(plain))
     assert extra and all(".q_norm." in k or ".k_norm." in k for k in extra)
     assert all(torch.equal(plain[k], normed[k]) for k in plain)
@@ -31,10 +43,16 @@ def test_qk_norm_adds_only_norm_parameters_and_keeps_the_init_draws():
 
 def test_init_depends_only_on_seed():
     torch.manual_seed(123)
-    a = build_tiny_policy(VOCAB, d_model=32, seed=7).state_dict()
+    a = build_tiny_policy(
+        VOCAB, d_model=32, seed=7, qk_norm=False, mark_unchanged=False, history_window=0
+    ).state_dict()
     torch.manual_seed(456)
-    b = build_tiny_policy(VOCAB, d_model=32, seed=7).state_dict()
-    c = build_tiny_policy(VOCAB, d_model=32, seed=8).state_dict()
+    b = build_tiny_policy(
+        VOCAB, d_model=32, seed=7, qk_norm=False, mark_unchanged=False, history_window=0
+    ).state_dict()
+    c = build_tiny_policy(
+        VOCAB, d_model=32, seed=8, qk_norm=False, mark_unchanged=False, history_window=0
+    ).state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
@@ -48,18 +66,20 @@ def test_prompt_is_anchor_then_sep(policy):
 
 
 def test_history_window_keeps_the_last_actions_after_the_state():
-    policy = build_tiny_policy(VOCAB, d_model=32, history_window=2)
+    policy = build_tiny_policy(VOCAB, d_model=32, history_window=2, qk_norm=False, mark_unchanged=False)
     history = [("S", "up"), ("H", "<action>down</action>"), ("F", "left")]
     ids = policy.build_prompt("obs", "P F", history)
     assert policy.tokenizer.decode(ids) == "P F <sep> <action>down</action> <sep> left <sep>"
-    observed = build_tiny_policy(VOCAB, d_model=32, history_window=1, prompt_source="observation")
+    observed = build_tiny_policy(
+        VOCAB, d_model=32, history_window=1, prompt_source="observation", qk_norm=False, mark_unchanged=False
+    )
     assert observed.tokenizer.decode(observed.build_prompt("G", "P F", history)) == "G <sep> F left <sep>"
 
 
 def test_mark_unchanged_ends_the_entries_whose_action_left_the_observation_as_it_was():
     """Entry i is marked when the observation after it (entry i+1's, or the current one for the newest) equals
     its own; the marks do not move the state, and the unmarked default is the layout above."""
-    policy = build_tiny_policy(VOCAB, d_model=32, history_window=3, mark_unchanged=True)
+    policy = build_tiny_policy(VOCAB, d_model=32, history_window=3, mark_unchanged=True, qk_norm=False)
     history = [("S", "up"), ("F", "up"), ("F", "left"), ("H", "down")]
     assert policy.tokenizer.decode(policy.build_prompt("H", "P", history)) == (
         "P <sep> up unchanged <sep> left <sep> down unchanged <sep>"
@@ -67,7 +87,7 @@ def test_mark_unchanged_ends_the_entries_whose_action_left_the_observation_as_it
     assert policy.tokenizer.decode(policy.build_prompt("G", "P", history)) == (
         "P <sep> up unchanged <sep> left <sep> down <sep>"
     )
-    plain = build_tiny_policy(VOCAB, d_model=32, history_window=3)
+    plain = build_tiny_policy(VOCAB, d_model=32, history_window=3, qk_norm=False, mark_unchanged=False)
     assert (
         plain.tokenizer.decode(plain.build_prompt("H", "P", history))
         == "P <sep> up <sep> left <sep> down <sep>"
@@ -76,8 +96,8 @@ def test_mark_unchanged_ends_the_entries_whose_action_left_the_observation_as_it
 
 def test_mark_unchanged_appends_its_word_and_keeps_the_other_ids():
     plain, marked = (
-        build_tiny_policy(VOCAB, d_model=32),
-        build_tiny_policy(VOCAB, d_model=32, mark_unchanged=True),
+        build_tiny_policy(VOCAB, d_model=32, qk_norm=False, mark_unchanged=False, history_window=0),
+        build_tiny_policy(VOCAB, d_model=32, mark_unchanged=True, qk_norm=False, history_window=0),
     )
     assert marked.tokenizer.vocab_size == plain.tokenizer.vocab_size + 1
     assert all(marked.tokenizer.token_to_id[t] == i for t, i in plain.tokenizer.token_to_id.items())
@@ -87,7 +107,7 @@ def test_mark_unchanged_appends_its_word_and_keeps_the_other_ids():
 def test_mark_unchanged_without_its_word_is_refused_with_the_fix():
     from gigpo_lab.policy.tiny import TinyPolicy
 
-    plain = build_tiny_policy(VOCAB, d_model=32)
+    plain = build_tiny_policy(VOCAB, d_model=32, qk_norm=False, mark_unchanged=False, history_window=0)
     with pytest.raises(ValueError, match="'unchanged'.*mark_unchanged=True"):
         TinyPolicy(plain.tokenizer, plain.model, mark_unchanged=True)
 
@@ -100,7 +120,9 @@ def test_mark_unchanged_marks_a_move_into_a_wall_on_taxi():
     from gigpo_lab.config_paths import compose_config
 
     env = instantiate(compose_config(["env=taxi"]).env)
-    policy = build_tiny_policy(env.unwrapped.vocabulary(), d_model=32, history_window=2, mark_unchanged=True)
+    policy = build_tiny_policy(
+        env.unwrapped.vocabulary(), d_model=32, history_window=2, mark_unchanged=True, qk_norm=False
+    )
     for seed in range(200):  # a start in the top row
         obs, info = env.reset(seed=seed)
         if info["anchor"].startswith("row 0 "):
@@ -116,20 +138,24 @@ def test_mark_unchanged_marks_a_move_into_a_wall_on_taxi():
 
 
 def test_the_state_sits_at_the_same_positions_whatever_the_history():
-    policy = build_tiny_policy(VOCAB, d_model=32, history_window=2)
+    policy = build_tiny_policy(VOCAB, d_model=32, history_window=2, qk_norm=False, mark_unchanged=False)
     state = policy.build_prompt("", "P F H", [])
     for history in ([("S", "up")], [("S", "up"), ("F", "down")], [("S", "left")] * 5):
         assert policy.build_prompt("", "P F H", history)[: len(state)] == state
 
 
 def test_long_prompts_are_left_truncated():
-    policy = build_tiny_policy(VOCAB, d_model=32, max_seq_len=16)
+    policy = build_tiny_policy(
+        VOCAB, d_model=32, max_seq_len=16, qk_norm=False, mark_unchanged=False, history_window=0
+    )
     ids = policy.build_prompt("", "F " * 40 + "G", [])
     assert len(ids) == 16 - 8 and policy.tokenizer.decode(ids[-2:]) == "G <sep>"
 
 
 def test_a_long_history_loses_its_oldest_entries_first():
-    policy = build_tiny_policy(VOCAB, d_model=32, max_seq_len=16, history_window=5)  # 8 prompt tokens
+    policy = build_tiny_policy(
+        VOCAB, d_model=32, max_seq_len=16, history_window=5, qk_norm=False, mark_unchanged=False
+    )  # 8 prompt tokens
     history = [("", "up"), ("", "down"), ("", "left"), ("", "right")]
     ids = policy.build_prompt("", "F H G", history)  # 4 state tokens, then 2 per entry: room for two
     assert policy.tokenizer.decode(ids) == "F H G <sep> left <sep> right <sep>"

@@ -46,7 +46,13 @@ def test_anchor_is_the_current_grid_across_maps_and_moves(seeds, moves, random_m
 def test_prompt_ids_equal_a_fresh_tokenisation(texts, window, source):
     vocab = ["S", "F", "H", "G", "P", "left", "\n"]
     policy = build_tiny_policy(
-        vocab, d_model=16, n_heads=2, max_seq_len=32, history_window=window, prompt_source=source
+        vocab,
+        d_model=16,
+        n_heads=2,
+        max_seq_len=32,
+        history_window=window,
+        prompt_source=source,
+        mark_unchanged=False,
     )
     tok = policy.tokenizer
     history = [(t, t[::-1]) for t in texts[:-1]]
