@@ -53,10 +53,12 @@ def groups_text() -> str:
     """One entry per config group: its options in order, the default marked, wrapped to the page width."""
     defaults = _defaults()
     lines = []
-    for group, options in config_groups().items():
+    groups = config_groups()
+    width = max(map(len, groups), default=0)
+    for group, options in groups.items():
         default = defaults.get(group)
         shown = [f"{o} (default)" if o == default else o for o in options]
-        lead = f"  {group:<11} "
+        lead = f"  {group:<{width}} "
         lines.append(
             textwrap.fill(
                 ", ".join(shown),
