@@ -29,7 +29,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-from gigpo_lab.algorithm import available_estimators, compute_advantages
+from gigpo_lab.algorithm import available_estimators, compute_advantages, group_filter
 
 GROUP_SIZE, MAX_STEPS, GRID = 8, 50, 5
 
@@ -156,6 +156,21 @@ def ratio(loop_ms: float, ms: float) -> str:
     return "-" if loop_ms != loop_ms else f"{loop_ms / ms:.0f}x"  # NaN: the loop never ran
 
 
+def filter_rule(rule: str, cols: dict[str, torch.Tensor]) -> torch.Tensor:
+    """One group filter (``gigpo_lab.algorithm.group_filter``) on the batch, dense ids included: (groups,) bool."""
+    traj_ids, traj = torch.unique(cols["traj_ids"], return_inverse=True)
+    first = torch.full((len(traj_ids),), len(traj), dtype=torch.long).scatter_reduce_(
+        0, traj, torch.arange(len(traj)), "amin"
+    )
+    group_ids, group_of_traj = torch.unique(cols["group_ids"][first], return_inverse=True)
+    returns = group_filter.episode_returns(cols["rewards"], traj, len(traj_ids))
+    if rule == "nonconstant":
+        return group_filter.keep_nonconstant(returns, group_of_traj, len(group_ids))
+    return group_filter.keep_top_std(
+        group_filter.group_return_std(returns, group_of_traj, len(group_ids)), 0.25
+    )
+
+
 def parse_sizes(text: str) -> list[int]:
     return [int(float(s)) for s in text.split(",") if s.strip()]
 
@@ -190,6 +205,8 @@ def main() -> None:
         "gigpo/grpo",
         "hgpo/gigpo",
         "ppo/gigpo",
+        "nonconstant/gigpo",
+        "top_std/gigpo",
     ]
     lines, py_per_row, ref_per_row = [], None, None
     for size in args.sizes:
@@ -199,6 +216,9 @@ def main() -> None:
         for name in names:
             compute_advantages(name, **cols)  # warm-up
             times[name] = best_ms(lambda name=name, cols=cols: compute_advantages(name, **cols), args.repeats)
+        for rule in ("nonconstant", "top_std"):
+            filter_rule(rule, cols)  # warm-up
+            times[rule] = best_ms(lambda rule=rule, cols=cols: filter_rule(rule, cols), args.repeats)
         py_ms, py_cell, py_per_row, py_diff = time_loop(
             cols, True, n, args.loop_max_rows, py_per_row, args.repeats
         )
@@ -218,6 +238,8 @@ def main() -> None:
                 f"{gigpo / times['grpo']:.2f}",
                 f"{times['hgpo'] / gigpo:.2f}",  # issue #33: HGPO (K = 2) within about 2x GiGPO
                 f"{times['ppo'] / gigpo:.2f}",  # issue #33: PPO's turn-level GAE beside GiGPO
+                f"{times['nonconstant'] / gigpo:.2f}",  # issue #33: the group filters (estimator-neutral)
+                f"{times['top_std'] / gigpo:.2f}",
             ]
         )
 
