@@ -42,6 +42,18 @@ from gigpo_lab.algorithm.similarity import similarity_step_groups
 from gigpo_lab.choices import default_of
 
 
+def step_returns(rows: Rows, gamma: float, penalty: float, bootstrap_truncated: bool) -> torch.Tensor:
+    """G_t - p_t (N,) float64: the discounted env-reward return (with a cut episode's tail when
+    ``bootstrap_truncated``), then the row's undiscounted invalid-action penalty (verl-agent core_gigpo.py).
+    The step level of gigpo and of hgpo's every history level."""
+    returns = discounted_returns(rows.rewards, rows.traj, rows.layout, gamma)
+    if bootstrap_truncated:
+        returns = returns + truncated_tail(
+            rows.rewards, rows.traj, rows.step, rows.layout, rows.truncated, gamma
+        )
+    return returns - penalty * rows.invalid
+
+
 @register_estimator("gigpo")
 class GiGPO(Estimator):
     """Episode-level GRPO advantage plus omega times a step-level advantage over anchor-state groups.
@@ -127,13 +139,7 @@ class GiGPO(Estimator):
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         level = self.episode
         episode = episode_advantages(rows, level)
-        # Discounted env-reward return, then the undiscounted penalty of the row (verl-agent core_gigpo.py).
-        returns = discounted_returns(rows.rewards, rows.traj, rows.layout, self.gamma)
-        if self.bootstrap_truncated:
-            returns = returns + truncated_tail(
-                rows.rewards, rows.traj, rows.step, rows.layout, rows.truncated, self.gamma
-            )
-        returns = returns - level.invalid_action_penalty * rows.invalid
+        returns = step_returns(rows, self.gamma, level.invalid_action_penalty, self.bootstrap_truncated)
         step_group, n_step_groups = self.step_groups(rows)
         stats = group_stats(returns, step_group, n_step_groups, with_std=level.mode == "mean_std_norm")
         step = group_normalize(

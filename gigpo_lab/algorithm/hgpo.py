@@ -69,11 +69,11 @@ from gigpo_lab.algorithm.base import (
     check_real,
     summary_metrics,
 )
+from gigpo_lab.algorithm.gigpo import step_returns
 from gigpo_lab.algorithm.grouping import GroupStats, group_normalize, group_stats, pack, rank, segment_sum
 from gigpo_lab.algorithm.grpo import EPISODE_DEFAULTS, EpisodeLevel, GRPOSchema, episode_advantages
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
-from gigpo_lab.algorithm.returns import discounted_returns, truncated_tail
 from gigpo_lab.choices import choice_enum, default_of
 
 #: How the episode-level advantage A^E enters (module docstring): not at all (the recipe's
@@ -167,15 +167,6 @@ class HGPO(Estimator):
         cut = ("truncated",) if self.bootstrap_truncated else ()
         return (*BASE_COLUMNS, "step_ids", "anchor_ids", *cut)
 
-    def step_returns(self, rows: Rows) -> torch.Tensor:
-        """G_t - p_t (N,) float64, exactly as ``GiGPO.compute`` forms it."""
-        returns = discounted_returns(rows.rewards, rows.traj, rows.layout, self.gamma)
-        if self.bootstrap_truncated:
-            returns = returns + truncated_tail(
-                rows.rewards, rows.traj, rows.step, rows.layout, rows.truncated, self.gamma
-            )
-        return returns - self.episode.invalid_action_penalty * rows.invalid
-
     def level_advantages(
         self, rows: Rows, returns: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
@@ -215,7 +206,9 @@ class HGPO(Estimator):
         return GroupStats(count, mean, torch.where(count > 1, var.sqrt(), torch.zeros_like(var)))
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
-        returns = self.step_returns(rows)
+        returns = step_returns(
+            rows, self.gamma, self.episode.invalid_action_penalty, self.bootstrap_truncated
+        )
         advs, items, n_groups = self.level_advantages(rows, returns)  # (K+1, N) each
         levels = torch.arange(self.history_length + 1, dtype=torch.float64, device=returns.device)
         weight = (levels + 2.0).pow(self.length_weight_alpha).unsqueeze(1) * items  # (K+1, N)
