@@ -48,8 +48,8 @@ K anchors but reached them by different actions (two moves into the same wall) s
 as in the recipe, which keys on states only; grouping on actions too would need an action-id column in
 ``StepBatch.columns()``.
 
-Vectorised: one (traj, step) layout; the level-k key packs the level-(k-1) id with the anchor k steps back
-(``grouping.pack``), and the statistics are segment sums. A Python loop runs over the K + 1 levels only.
+Vectorised: the nested groups come from one sort of the deepest key (``history_groups.py``), and the
+statistics are segment sums. A Python loop runs over the K + 1 levels only.
 """
 
 from __future__ import annotations
@@ -70,8 +70,9 @@ from gigpo_lab.algorithm.base import (
     summary_metrics,
 )
 from gigpo_lab.algorithm.gigpo import step_returns
-from gigpo_lab.algorithm.grouping import GroupStats, group_normalize, group_stats, pack, rank, segment_sum
+from gigpo_lab.algorithm.grouping import GroupStats, group_normalize, group_stats, segment_sum
 from gigpo_lab.algorithm.grpo import EPISODE_DEFAULTS, EpisodeLevel, GRPOSchema, episode_advantages
+from gigpo_lab.algorithm.history_groups import HistoryLevel, history_levels
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
 from gigpo_lab.choices import choice_enum, default_of
@@ -80,17 +81,6 @@ from gigpo_lab.choices import choice_enum, default_of
 #: base_group=False), as one more weighted item of weight 1 (base_group=True), or added as in GiGPO.
 EPISODE_LEVELS: tuple[str, ...] = ("none", "weighted", "add")
 EpisodeLevelChoice = choice_enum("EpisodeLevelChoice", EPISODE_LEVELS, __name__)
-
-
-def _extend(ids: torch.Tensor, k: int, key: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Dense ids of the pairs (``ids`` in 0..k-1, ``key``) with one rank of ``ids * span + key`` when that fits
-    in int64 (``grouping.pack`` ranks ``key`` first when the pair is sparse: a second sort per level)."""
-    key = key.to(torch.int64)
-    lo, hi = int(key.min()), int(key.max())
-    span = hi - lo + 1
-    if k * span >= 2**62:
-        return pack(ids, k, key)
-    return rank(ids * span + (key - lo))
 
 
 @register_estimator("hgpo")
@@ -168,32 +158,21 @@ class HGPO(Estimator):
         return (*BASE_COLUMNS, "step_ids", "anchor_ids", *cut)
 
     def level_advantages(
-        self, rows: Rows, returns: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-        """a_k (K+1, N) float64 and its item mask (K+1, N) bool (defined and != 0), and the groups per level."""
+        self, levels: list[HistoryLevel], returns: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """a_k (K+1, N) float64 and its item mask (K+1, N) bool (defined and != 0), from the nested groups
+        ``levels`` and the step returns (N,), both in the levels' row order."""
         level = self.episode
-        position = rows.layout.position
-        anchor_at = torch.empty_like(rows.anchor).scatter_(
-            0, position, rows.anchor
-        )  # anchors in (traj, t) order
-        advs, items, n_groups = [], [], []
-        key, n_keys = pack(rows.group, rows.n_groups, rows.anchor)  # level 0: (group_id, s_t)
-        for k in range(self.history_length + 1):
-            if k > 0:
-                back = anchor_at.index_select(0, (position - k).clamp(min=0))  # s_{t-k} where t >= k
-                key, n_keys = _extend(key, n_keys, back)
-            valid = rows.step >= k
-            # Rows with t < k go to one extra segment, n_keys, whose statistics are never used.
-            seg = torch.where(valid, key, torch.full_like(key, n_keys))
-            stats = self.stats(returns, seg, n_keys + 1)
+        advs, items = [], []
+        for hist in levels:
+            stats = self.stats(returns, hist.ids, hist.num)
             a = group_normalize(
-                returns, seg, n_keys + 1, mode=level.mode, eps=level.epsilon, singleton="zero", stats=stats
+                returns, hist.ids, hist.num, mode=level.mode, eps=level.epsilon, singleton="zero", stats=stats
             )
-            item = valid & (stats.count.index_select(0, seg) >= 2) & (a != 0)
+            item = hist.defined & (stats.count.index_select(0, hist.ids) >= 2) & (a != 0)
             advs.append(torch.where(item, a, torch.zeros_like(a)))
             items.append(item)
-            n_groups.append(int((stats.count[:n_keys] > 0).sum()))
-        return torch.stack(advs), torch.stack(items), n_groups
+        return torch.stack(advs), torch.stack(items)
 
     def stats(self, values: torch.Tensor, seg: torch.Tensor, num: int) -> GroupStats:
         """Count, mean and std per segment; the std over n (population) or n - 1 (``population_std``)."""
@@ -209,23 +188,25 @@ class HGPO(Estimator):
         returns = step_returns(
             rows, self.gamma, self.episode.invalid_action_penalty, self.bootstrap_truncated
         )
-        advs, items, n_groups = self.level_advantages(rows, returns)  # (K+1, N) each
+        order, history = history_levels(rows, self.history_length)  # levels in one row order
+        advs, items = self.level_advantages(history, returns.index_select(0, order))  # (K+1, N) each
         levels = torch.arange(self.history_length + 1, dtype=torch.float64, device=returns.device)
         weight = (levels + 2.0).pow(self.length_weight_alpha).unsqueeze(1) * items  # (K+1, N)
         episode = None
         if self.episode_level != "none":
             episode = episode_advantages(rows, self.episode)
         if self.episode_level == "weighted":  # the recipe's base_group: one item of weight 1 ** alpha = 1
-            has = episode != 0
-            advs = torch.cat([torch.where(has, episode, torch.zeros_like(episode)).unsqueeze(0), advs])
+            ordered = episode.index_select(0, order)
+            has = ordered != 0
+            advs = torch.cat([torch.where(has, ordered, torch.zeros_like(ordered)).unsqueeze(0), advs])
             weight = torch.cat([has.to(torch.float64).unsqueeze(0), weight])
         total = weight.sum(0)  # (N,)
         share = weight / torch.where(total > 0, total, torch.ones_like(total))
-        step = (share * advs).sum(0)
+        step = torch.empty_like(returns).scatter_(0, order, (share * advs).sum(0))  # back in batch order
         adv = step if self.episode_level != "add" else episode + self.step_advantage_weight * step
-        metrics = {**summary_metrics("adv/step_", step), "adv/step_groups": float(n_groups[0])}
+        metrics = {**summary_metrics("adv/step_", step), "adv/step_groups": float(history[0].groups)}
         for k in range(self.history_length + 1):  # groups of level k, and the share of rows it credits
-            metrics[f"adv/level{k}_groups"] = float(n_groups[k])
+            metrics[f"adv/level{k}_groups"] = float(history[k].groups)
             metrics[f"adv/level{k}_frac"] = float(items[k].sum()) / rows.n
         if episode is not None:
             metrics.update(summary_metrics("adv/episode_", episode))

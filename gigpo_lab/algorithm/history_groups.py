@@ -1,0 +1,87 @@
+"""hgpo's nested history groups: for k = 0..K, the rows that share (group_id, s_t, s_{t-1}, …, s_{t-k}).
+
+ALGORITHMS.md, "hgpo". A row (trajectory, t) with t < k has no level-k group in the recipe; here its missing
+anchors s_{t-j}, j > t, take the value A (one past the A distinct anchors), so such a row only ever shares a
+level-k group with rows equally short of history, and every level-k group is either all defined (t >= k) or
+all undefined. The caller masks the undefined ones.
+
+Cost. The deepest key packs into one int64 when n_groups * (A + 1) ** (K + 1) < 2**62 (the usual case: small
+anchor sets, K of a few steps); then one sort of it orders every level at once, since each level's key is a
+prefix of the deepest (``key // (A + 1) ** (K - k)``), and a level's ids are a cumulative sum of the places
+where its prefix changes. Otherwise each level packs the one before with its anchor (``grouping.pack``, one
+rank a level). No Python loop over rows or groups; a loop over the K + 1 levels.
+
+Rows come back in one ``order`` (N,), the same for every level: the stable sort's, where each level's groups
+are contiguous runs (so the statistics read memory in sequence), or the identity on the per-level path. The
+caller gathers its values in that order and scatters its result back once. The sort is stable, so the rows
+of a deepest-level group keep their batch order: at K = 0 a segment sum adds gigpo's numbers in gigpo's
+order, bit for bit. A shallower group is a run of deeper groups in the order of their keys, so its sum may
+differ from a batch-order sum in the last bits. The ids are dense, 0..num - 1.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from gigpo_lab.algorithm.grouping import pack, rank
+from gigpo_lab.algorithm.prepare import Rows
+
+
+class HistoryLevel(NamedTuple):
+    """One level k, its rows in the common ``order``: ``ids`` (N,) int64 in 0..num-1, ``num`` groups,
+    ``defined`` (N,) bool (t >= k) and ``groups``, the number of groups of defined rows (the recipe's
+    clusters, before the singletons go)."""
+
+    ids: torch.Tensor
+    num: int
+    defined: torch.Tensor
+    groups: int
+
+
+def history_levels(rows: Rows, depth: int) -> tuple[torch.Tensor, list[HistoryLevel]]:
+    """(``order`` (N,) int64, a permutation of the rows, and the K + 1 = ``depth`` + 1 levels of nested
+    groups of ``rows`` in that order). Needs the rows' ``anchor``, ``group``, ``step`` and layout."""
+    anchor, n_anchors = rank(rows.anchor)  # dense 0..A-1
+    position = rows.layout.position
+    anchor_at = torch.empty_like(anchor).scatter_(0, position, anchor)  # anchors in (traj, t) order
+    width = n_anchors + 1  # value n_anchors = "no step there"
+    backs = []  # s_{t-j} (N,) for j = 0..K, n_anchors where t < j
+    for j in range(depth + 1):
+        back = anchor_at.index_select(0, (position - j).clamp(min=0))
+        backs.append(torch.where(rows.step >= j, back, torch.full_like(back, n_anchors)))
+    if rows.n_groups * width ** (depth + 1) < 2**62:
+        return _by_one_sort(rows, backs, width)
+    return _by_level(rows, backs, width)
+
+
+def _by_one_sort(
+    rows: Rows, backs: list[torch.Tensor], width: int
+) -> tuple[torch.Tensor, list[HistoryLevel]]:
+    depth = len(backs) - 1
+    full = rows.group.clone()
+    for back in backs:
+        full = full * width + back
+    ordered, order = torch.sort(full, stable=True)
+    steps = rows.step.index_select(0, order)
+    levels = []
+    for k in range(depth + 1):
+        prefix = torch.div(ordered, width ** (depth - k), rounding_mode="floor")  # (N,) sorted
+        starts = torch.ones_like(prefix, dtype=torch.bool)
+        starts[1:] = prefix[1:] != prefix[:-1]
+        ids = torch.cumsum(starts, 0) - 1
+        defined = steps >= k
+        levels.append(HistoryLevel(ids, int(ids[-1]) + 1, defined, int((starts & defined).sum())))
+    return order, levels
+
+
+def _by_level(rows: Rows, backs: list[torch.Tensor], width: int) -> tuple[torch.Tensor, list[HistoryLevel]]:
+    levels = []
+    ids, num = rows.group, rows.n_groups
+    for k, back in enumerate(backs):
+        ids, num = pack(ids, num, back)
+        defined = rows.step >= k
+        groups = int((torch.bincount(ids[defined], minlength=num) > 0).sum())
+        levels.append(HistoryLevel(ids, num, defined, groups))
+    return torch.arange(rows.n, device=ids.device), levels

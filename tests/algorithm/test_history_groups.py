@@ -1,0 +1,118 @@
+"""hgpo's nested history groups (gigpo_lab/algorithm/history_groups.py): the one-sort path and the per-level
+path give the partition that a dict of history tuples gives, on the same rows, and hgpo gives the same
+advantages through either."""
+
+from __future__ import annotations
+
+import torch
+from advantage_oracle import Row, batches, columns, hgpo
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gigpo_lab.algorithm import compute_advantages
+from gigpo_lab.algorithm.grouping import rank
+from gigpo_lab.algorithm.hgpo import HGPO
+from gigpo_lab.algorithm.history_groups import _by_level, _by_one_sort, history_levels
+from gigpo_lab.algorithm.prepare import prepare_rows
+
+EXAMPLES = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def oracle_partition(rows, k):
+    """Level-k key of each row in batch order, from plain tuples: (group, s_t, ..., s_{t-k}); None where t < k."""
+    anchors = {(r.traj, r.step): r.anchor for r in rows}
+    return [
+        (r.group, *(anchors[(r.traj, r.step - j)] for j in range(k + 1))) if r.step >= k else None
+        for r in rows
+    ]
+
+
+def partition_of(order, level, n):
+    """Level ids in batch order (N,) list, and which rows are defined, from ``order`` and a HistoryLevel."""
+    ids = torch.empty(n, dtype=torch.int64).scatter_(0, order, level.ids)
+    defined = torch.empty(n, dtype=torch.bool).scatter_(0, order, level.defined)
+    return ids.tolist(), defined.tolist()
+
+
+def same_partition(a, b):
+    """True when the labels ``a`` and ``b`` (equal length) group the positions the same way."""
+    pairs = set(zip(a, b, strict=True))
+    return len(pairs) == len(set(a)) == len(set(b))
+
+
+def prepared(rows):
+    return prepare_rows("hgpo", HGPO().requires, (), columns(rows))
+
+
+@EXAMPLES
+@given(rows=batches(max_steps=7, n_anchors=3), depth=st.integers(0, 5))
+def test_both_paths_give_the_tuple_partition(rows, depth):
+    prep = prepared(rows)
+    anchor_rank = {a: i for i, a in enumerate(sorted({r.anchor for r in rows}))}
+    width = len(anchor_rank) + 1
+    for order, levels in (history_levels(prep, depth), _by_level_of(prep, depth, width)):
+        assert sorted(order.tolist()) == list(range(len(rows)))
+        for k, level in enumerate(levels):
+            ids, defined = partition_of(order, level, len(rows))
+            want = oracle_partition(rows, k)
+            assert defined == [key is not None for key in want]
+            keys = [key for key in want if key is not None]
+            got = [i for i, d in zip(ids, defined, strict=True) if d]
+            assert same_partition(got, keys)
+            assert level.groups == len(set(keys))
+            # the undefined rows never share a group with a defined one
+            assert not {i for i, d in zip(ids, defined, strict=True) if d} & {
+                i for i, d in zip(ids, defined, strict=True) if not d
+            }
+
+
+def _by_level_of(prep, depth, width):
+    """The per-level path on the same rows (history_levels takes it only past int64)."""
+    return _by_level(prep, list(_backs(prep, depth)), width)
+
+
+def _backs(prep, depth):
+    anchor, n_anchors = rank(prep.anchor)
+    position = prep.layout.position
+    at = torch.empty_like(anchor).scatter_(0, position, anchor)
+    for j in range(depth + 1):
+        back = at.index_select(0, (position - j).clamp(min=0))
+        yield torch.where(prep.step >= j, back, torch.full_like(back, n_anchors))
+
+
+@EXAMPLES
+@given(rows=batches(max_steps=7, n_anchors=3), depth=st.integers(0, 5))
+def test_the_one_sort_path_keeps_each_groups_batch_order(rows, depth):
+    """Stable: inside a deepest-level group, rows keep their batch order (so at K = 0 the segment sums add in
+    gigpo's order, bit for bit); a shallower group is a run of deeper groups, in the order of their keys."""
+    prep = prepared(rows)
+    anchor_rank = {a: i for i, a in enumerate(sorted({r.anchor for r in rows}))}
+    order, levels = _by_one_sort(prep, list(_backs(prep, depth)), len(anchor_rank) + 1)
+    same = levels[-1].ids[1:] == levels[-1].ids[:-1]
+    assert bool((order[1:][same] > order[:-1][same]).all())
+    for level in levels:  # every level's groups are contiguous runs
+        assert int((level.ids[1:] != level.ids[:-1]).sum()) + 1 == level.num
+
+
+def test_a_history_too_deep_for_int64_takes_the_per_level_path_and_matches_the_oracle():
+    """60 distinct anchors and K = 12: 61 ** 13 > 2 ** 62, so the levels are packed one by one."""
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    for traj in range(24):
+        walk = torch.randint(0, 60, (14,), generator=gen).tolist()
+        for step in range(14):
+            rows.append(
+                Row(
+                    traj // 6,
+                    traj,
+                    step,
+                    float(step == 13) * (traj % 2),
+                    walk[step] % (8 + traj % 3 * 26),
+                    False,
+                )
+            )
+    assert len({r.anchor for r in rows}) + 1 > 2 ** (62 / 13)
+    params = {"history_length": 12, "mode": "mean_norm", "gamma": 0.5}
+    got = compute_advantages("hgpo", **columns(rows), **params)
+    want = torch.tensor(hgpo(rows, **params), dtype=torch.float64)
+    torch.testing.assert_close(got, want, rtol=1e-7, atol=1e-6)
