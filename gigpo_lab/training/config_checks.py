@@ -140,6 +140,7 @@ def validate_config(cfg: DictConfig) -> None:
         checks.append(
             (_is_int(cap) and cap >= 1, f"group_filter.max_collections={cap!r} must be an int >= 1")
         )
+    checks.extend(_sharding_checks(cfg, tiny, shared))
     checks.append(_model_folder_check(cfg.model))
     for ok, message in checks:
         if not ok:
@@ -150,6 +151,29 @@ def validate_config(cfg: DictConfig) -> None:
         from gigpo_lab.envs.textworld_games import check_env_config
 
         check_env_config(cfg.env)
+
+
+#: ``lightning.strategy._target_`` of ``lightning=fsdp`` (``gigpo_lab/training/fsdp.py``; no torch import here).
+SHARDED_STRATEGY = "gigpo_lab.training.fsdp.ShardedStrategy"
+
+
+def _sharding_checks(cfg: DictConfig, tiny: bool, shared: bool) -> list[tuple[bool, str]]:
+    """What ``lightning=fsdp`` cannot run: the tiny policy (no decoder layers to shard) and packed updates."""
+    strategy = OmegaConf.select(cfg, "lightning.strategy")
+    if not (isinstance(strategy, DictConfig) and strategy.get("_target_") == SHARDED_STRATEGY):
+        return []
+    return [
+        (
+            not tiny,
+            "lightning=fsdp shards a Hugging Face model's decoder layers, and model=tiny has none; use "
+            "lightning=ddp for the tiny policy, or model=hf model.path=<folder> (or model=smollm2_135m)",
+        ),
+        (
+            not shared,
+            "trainer.shared_prefix=true with lightning=fsdp: packed chunks are bounded by tokens, so the ranks "
+            "would run different numbers of sharded forwards and hang; set trainer.shared_prefix=false",
+        ),
+    ]
 
 
 def _model_folder_check(model: DictConfig) -> tuple[bool, str]:

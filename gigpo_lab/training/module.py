@@ -37,6 +37,7 @@ from gigpo_lab.packing.microbatch import chunked_logprobs, microbatched_loss
 from gigpo_lab.training.checkpointing import mark_finished_epoch_completed
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.distributed import across_ranks
+from gigpo_lab.training.fsdp import ShardedStrategy, full_value, gathered, shard
 from gigpo_lab.training.group_filtering import collect_filtered
 from gigpo_lab.training.schema import TrainerConfig
 
@@ -228,9 +229,21 @@ class GiGPOModule(L.LightningModule):
         mark_finished_epoch_completed(checkpoint)
 
     # ----------------------------------------------------------------- one iteration
+    def configure_model(self) -> None:
+        """Under ``lightning=fsdp``: shard the policy and its reference copy over the ranks (``fsdp.shard``);
+        under any other strategy nothing."""
+        strategy = self.trainer.strategy
+        if isinstance(strategy, ShardedStrategy):
+            shard(self, strategy.device_mesh["data_parallel"])
+
     @torch.no_grad()
     def prepare_iteration(self) -> list[StepBatch]:
-        """Rollout, scoring and advantages of iteration ``current_epoch``; returns its minibatches."""
+        """Rollout, scoring and advantages of iteration ``current_epoch``; returns its minibatches. Under
+        ``lightning=fsdp`` all of it runs on the gathered weights (``fsdp.gathered``)."""
+        with gathered(self):
+            return self._prepare_iteration()
+
+    def _prepare_iteration(self) -> list[StepBatch]:
         it = self.current_epoch
         # each rank of a multi-process run collects its own B groups with its own sampling stream: iteration
         # it, rank r is shard it * world + r (a single process: shard it, as before)
@@ -478,7 +491,8 @@ class GiGPOModule(L.LightningModule):
         self._train_stats["train/lr"].append(float(optimizer.param_groups[0]["lr"]))
         grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
         if grads:
-            self._train_stats["train/grad_norm"].append(float(torch.nn.utils.get_total_norm(grads)))
+            norm = full_value(torch.nn.utils.get_total_norm(grads))  # over every rank's shard under fsdp
+            self._train_stats["train/grad_norm"].append(float(norm))
 
     def on_train_batch_end(self, outputs, batch: StepBatch, batch_idx: int) -> None:
         self._minibatches_left -= 1
@@ -488,7 +502,8 @@ class GiGPOModule(L.LightningModule):
     def _end_iteration(self) -> None:
         """Sync the engine and queue this iteration's metrics (and the final eval after the last one); stop
         the run once the env-step budget is spent. Runs before any epoch-end hook (module docstring)."""
-        self.engine.sync_weights(self.policy)
+        with gathered(self):
+            self.engine.sync_weights(self.policy)
         metrics = dict(self._iter_metrics)
         metrics.update({k: sum(v) / len(v) for k, v in self._train_stats.items() if v})
         if self._train_stats[
@@ -505,7 +520,8 @@ class GiGPOModule(L.LightningModule):
             self.trainer.should_stop = True  # the env-step budget is spent: stop after this iteration
             last = True
         if self.loop.eval_every > 0 and last:
-            self.pending_metrics.append((step + 1, self.evaluate()))
+            with gathered(self):
+                self.pending_metrics.append((step + 1, self.evaluate()))
 
     # ----------------------------------------------------------------- evaluation and samples
     @torch.no_grad()

@@ -32,21 +32,23 @@ def strategy_class(strategy: Any) -> tuple[type | None, str]:
 def check_strategy(strategy: Any) -> None:
     """Refuse the strategies the lab cannot run correctly yet, by their class.
 
-    FSDP (``FSDPStrategy``): rollouts, scoring and evaluation call the policy outside the FSDP forward, where
-    its weights are sharded; gathering them there (``summon_full_params``) forbids forward passes, and ranks
-    whose episodes differ in length would make different numbers of collective calls and hang. A DDP strategy
-    that spawns or forks its workers (``ddp_spawn``, ``ddp_fork``, ``ddp_notebook``): the iterations run in
+    Lightning's FSDP1 strategy (``FSDPStrategy``, ``strategy=fsdp``) and a ``ModelParallelStrategy`` other
+    than the lab's ``ShardedStrategy``: ``lightning=fsdp`` is the lab's FSDP (``gigpo_lab/training/fsdp.py``
+    says why FSDP2); the module shards and gathers the policy for that strategy only. A DDP strategy that
+    spawns or forks its workers (``ddp_spawn``, ``ddp_fork``, ``ddp_notebook``): the iterations run in
     worker processes, so the process that called ``train`` holds none of their state to save or report.
     """
-    from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
+    from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, ModelParallelStrategy
+
+    from gigpo_lab.training.fsdp import ShardedStrategy
 
     cls, start_method = strategy_class(strategy)
     name = strategy if isinstance(strategy, str) else f"{type(strategy).__module__}.{type(strategy).__name__}"
-    if cls is not None and issubclass(cls, FSDPStrategy):
+    sharding = cls is not None and issubclass(cls, FSDPStrategy | ModelParallelStrategy)
+    if sharding and not issubclass(cls, ShardedStrategy):
         raise ConfigError(
-            f"lightning.strategy={name} is not supported yet: rollouts and scoring run the policy outside the "
-            "FSDP forward, where its weights are sharded; use lightning=ddp, with model.lora.enabled=true if "
-            "the optimizer state does not fit in one GPU"
+            f"lightning.strategy={name} is not the lab's sharding: use lightning=fsdp (FSDP2 with the weights "
+            "gathered for each rollout, gigpo_lab/training/fsdp.py)"
         )
     if cls is not None and issubclass(cls, DDPStrategy) and start_method != "popen":
         raise ConfigError(

@@ -232,12 +232,6 @@ def test_scale_out_lightning_configs_compose(option):
     assert instantiate(cfg.lightning).trainer_args["strategy"] == {"gpu": "auto", "ddp": "ddp"}[option]
 
 
-def test_fsdp_is_no_longer_an_option():
-    """FSDP cannot run here (docs/FAULTS.md): lightning=fsdp lists the options that can."""
-    with pytest.raises(Exception, match=r"Could not find 'lightning/fsdp'"):
-        compose_config(["lightning=fsdp"])
-
-
 def test_slurm_launcher_composes():
     cfg = compose_config(["hydra/launcher=slurm", "lightning=ddp"], return_hydra_config=True)
     launcher = cfg.hydra.launcher
@@ -327,7 +321,7 @@ def test_under_ddp_spawn_only_rank_zero_writes_the_run(tiny_overrides, tmp_path)
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("lightning.strategy=fsdp", r"is not supported yet.*use lightning=ddp"),
+        ("lightning.strategy=fsdp", r"is not the lab's sharding: use lightning=fsdp"),  # Lightning's FSDP1
         ("lightning.strategy=ddp_spawn", "runs the iterations in worker processes.*use lightning=ddp"),
     ],
 )
