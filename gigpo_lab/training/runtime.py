@@ -68,6 +68,7 @@ class LightningRuntime:
         *,
         accelerator: str = "cpu",
         devices: Any = 1,
+        num_nodes: int = 1,
         strategy: Any = "auto",
         precision: str = "32-true",
         deterministic: bool = False,
@@ -77,6 +78,7 @@ class LightningRuntime:
         self.trainer_args = {
             "accelerator": str(accelerator),
             "devices": devices,
+            "num_nodes": int(num_nodes),
             "strategy": strategy,
             "precision": str(precision),
             "deterministic": deterministic,

@@ -107,7 +107,10 @@ class LightningConfig:
     accelerator: Accelerator = Accelerator[default_of(LightningRuntime, "accelerator")]
     #: Lightning devices: a count (-1 = every visible GPU), or a list of device indices.
     devices: Any = default_of(LightningRuntime, "devices")
-    #: Lightning strategy: auto or ddp (lightning=ddp); spawning strategies are refused at start.
+    #: Lightning num_nodes: nodes of one job (SLURM: hydra.launcher.nodes), each running `devices` processes.
+    num_nodes: int = default_of(LightningRuntime, "num_nodes")  # type: ignore[assignment]
+    #: Lightning strategy: auto, ddp (lightning=ddp) or the lab's FSDP2 (lightning=fsdp, a _target_ node);
+    #: spawning strategies, Lightning's FSDP1 and other model-parallel strategies are refused at start.
     strategy: Any = default_of(LightningRuntime, "strategy")
     #: Lightning precision; bf16-mixed keeps float32 master weights (lr-1e-6 updates survive).
     precision: Precision = Precision[default_of(LightningRuntime, "precision")]

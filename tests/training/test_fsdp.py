@@ -162,6 +162,7 @@ def test_lora_under_fsdp_trains_the_adapters_only_and_repeats_ddp(model_dir, tmp
             r"^trainer.shared_prefix=true with lightning=fsdp: .*set trainer.shared_prefix=false$",
         ),
     ],
+    ids=["tiny_policy", "shared_prefix"],
 )
 def test_what_fsdp_cannot_run_is_refused_at_compose_time(overrides, message):
     from gigpo_lab.training.config_checks import validate_config
@@ -180,4 +181,4 @@ def test_the_fsdp_option_builds_the_labs_sharded_strategy():
     cfg = compose_config(["lightning=fsdp"])
     assert cfg.lightning.accelerator == "gpu" and cfg.trainer.minibatch_size == 0
     strategy = instantiate(cfg.lightning).trainer_args["strategy"]
-    assert isinstance(strategy, ShardedStrategy) and not strategy._save_distributed_checkpoint
+    assert isinstance(strategy, ShardedStrategy) and not strategy._save_distributed_checkpoint, "one full .ckpt"
