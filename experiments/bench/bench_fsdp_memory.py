@@ -6,7 +6,8 @@ CPU ranks (gloo).
 
 The model is a random Qwen2-shaped one built from a config (``tests/hf_tiny.py``; nothing is downloaded), fully
 fine-tuned with Adam and a KL term, so each rank holds a policy, its gradients, Adam's two moments and a frozen
-reference copy. Each rank is a process of its own, started here with the variables a launcher sets
+reference copy; each rank collects one group of 2 episodes of 2 turns, so that the activations stay small beside
+those. Each rank is a process of its own, started here with the variables a launcher sets
 (``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), so ``os.wait4`` gives each one's peak resident set
 (``ru_maxrss``). The peak includes what every rank loads before sharding (the model from disk and its reference
 copy) and, under FSDP, the weights gathered for the rollout. Printed: MB per rank and fsdp / ddp.
@@ -47,10 +48,11 @@ def run_job(strategy: str, model: Path, folder: Path, iterations: int) -> list[f
         f"trainer.iterations={iterations}",
         "trainer.eval_every=0",
         "loss.kl_coef=0.1",  # a reference copy, as a full fine-tuning run with KL keeps
-        "rollout.groups=2",
+        # few, short rows: the activations stay small beside the weights and their optimizer state
+        "rollout.groups=1",
         "rollout.group_size=2",
-        "rollout.max_new_tokens=4",
-        "env.max_turns=4",
+        "rollout.max_new_tokens=2",
+        "env.max_turns=2",
         f"output_dir={folder / 'out'}",
         f"tracking.uri=sqlite:///{folder / 'mlflow.db'}",
     ]

@@ -107,12 +107,12 @@ def gathered(module: torch.nn.Module) -> Iterator[None]:
     """Inside the block every FSDP2 unit under ``module`` holds its full weights, and no forward reshards
     (a collective on every rank on entry and exit, none inside). Nothing happens for an unsharded module."""
     found = units(module)
-    for unit in found:
+    inner = {id(sub) for unit in found for sub in unit.modules() if sub is not unit}
+    for root in (unit for unit in found if id(unit) not in inner):
         # A root's state is set up in its first forward. The rollout calls the layers directly, so without
         # this a layer would set itself up as a root, and the policy's own first forward would then fail
         # (torch 2.13 has no public call for it; it does nothing the second time).
-        if not any(unit is not other and unit in list(other.modules()) for other in found):
-            unit._get_fsdp_state()._lazy_init()
+        root._get_fsdp_state()._lazy_init()
     for unit in found:
         unit.unshard()
         unit.set_reshard_after_forward(False, recurse=False)

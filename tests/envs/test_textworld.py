@@ -255,3 +255,34 @@ def test_one_training_iteration_on_textworld_coin(tw_kwargs, tiny_overrides):
     )
     metrics = train(cfg)
     assert metrics["train/steps_taken"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("challenge", "knobs"),
+    [("treasure_hunter", {"level": 1}), ("cooking", {"recipe": 1, "take": 1, "go": 1})],
+)
+def test_a_treasure_hunter_and_a_cooking_game_are_generated_and_won_by_their_walkthroughs(
+    challenge, knobs, tmp_path
+):
+    """The other two presets' challenges, generated from a seed (one training and one evaluation game each)
+    and played to a win with the game's score."""
+    env = make_env(
+        ID,
+        max_turns=60,
+        challenge=challenge,
+        settings=knobs,
+        num_games=1,
+        num_eval_games=1,
+        game_seed=0,
+        cache_dir=str(tmp_path),
+    )
+    for seed in (0, EVAL_SEED_BASE):
+        _, info = env.reset(seed=seed)
+        total, steps = 0.0, walkthrough(env)
+        assert steps, "a walkthrough to play"
+        for command in steps:
+            obs, reward, terminated, truncated, info = env.step(f"<action>{command}</action>")
+            total += reward
+            assert not info["invalid"], command
+        assert terminated and info["success"] and total > 0
+    env.close()

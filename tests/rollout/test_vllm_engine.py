@@ -195,3 +195,48 @@ def test_two_iteration_run_with_rollout_vllm_syncs_the_trained_weights(
         assert got.texts == want.texts
     finally:
         run_engine.close()
+
+
+def test_under_fsdp_vllm_receives_the_gathered_trained_weights(
+    model_dir, tiny_overrides, tmp_path, monkeypatch
+):
+    """``lightning=fsdp rollout=vllm``: the engine's sync runs on the weights gathered from their shards
+    (``gigpo_lab/training/fsdp.py``); after 2 iterations vLLM holds what the checkpoint holds, not the start.
+    One rank (a CPU device mesh of 1): the gather and the sync are the code every rank runs."""
+    from gigpo_lab.rollout import vllm_engine
+    from gigpo_lab.train import train
+
+    built, original = [], vllm_engine.build_vllm_engine
+
+    def record(policy, **kwargs):
+        built.append(original(policy, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(vllm_engine, "build_vllm_engine", record)
+    cfg = compose_config(
+        [
+            *tiny_overrides,
+            "lightning=fsdp",
+            "lightning.accelerator=cpu",
+            "lightning.devices=1",
+            "lightning.precision=32-true",
+            "model=hf",
+            f"model.path={model_dir}",
+            "rollout=vllm",
+            "rollout.max_new_tokens=6",
+            *(f"rollout.engine.{k}={v}" for k, v in CPU_ENGINE.items()),
+            "trainer.optimizer.lr=0.05",
+            "loss.entropy_coef=0.05",
+        ]
+    )
+    train(cfg)
+    (run_engine,) = built
+    try:
+        state = torch.load(tmp_path / "out" / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+        trained = state["policy.model.model.embed_tokens.weight"]
+        initial = build_hf_policy(str(model_dir)).model.model.embed_tokens.weight
+        vllm_embed = run_engine.llm.apply_model(lambda m: m.model.embed_tokens.weight.detach().clone())[0]
+        torch.testing.assert_close(vllm_embed[: trained.shape[0]], trained)
+        assert not torch.allclose(trained, initial)
+    finally:
+        run_engine.close()
