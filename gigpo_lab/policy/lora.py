@@ -114,10 +114,10 @@ def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """The weights of ``model`` as the plain base architecture names them, LoRA deltas merged in.
 
     ``model`` itself is not changed (peft's ``merge_and_unload`` would merge in place). Without adapters this
-    is the model's own state dict (tensors shared, not copied).
+    is the model's own state dict (tensors shared, not copied), read by ``module_tensors``.
     """
     if not is_peft(model):
-        return dict(model.state_dict())
+        return module_tensors(model)
     deltas: dict[str, torch.Tensor] = {}
     for name, module in model.named_modules():
         if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer"):
@@ -126,11 +126,27 @@ def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
                     key = _hf_name(f"{name}.weight")
                     deltas[key] = deltas.get(key, 0) + module.get_delta_weight(adapter)
     out: dict[str, torch.Tensor] = {}
-    for name, tensor in model.state_dict().items():
+    for name, tensor in module_tensors(model).items():
         if ".lora_" in name:
             continue
         key = _hf_name(name)
         out[key] = tensor + deltas[key].to(tensor.dtype) if key in deltas else tensor
+    return out
+
+
+def module_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The tensors ``model.state_dict()`` holds, under its names (parameters and persistent buffers, tied ones
+    under each name), read from the modules without running state-dict hooks: under FSDP2 those hooks
+    reshard the weights, which inside ``gigpo_lab.training.fsdp.gathered`` would undo the gather."""
+    out: dict[str, torch.Tensor] = {}
+    for prefix, module in model.named_modules(remove_duplicate=False):
+        head = f"{prefix}." if prefix else ""
+        for name, param in module._parameters.items():
+            if param is not None:
+                out[head + name] = param.detach()
+        for name, buf in module._buffers.items():
+            if buf is not None and name not in module._non_persistent_buffers_set:
+                out[head + name] = buf.detach()
     return out
 
 

@@ -198,3 +198,15 @@ def test_adapter_initialisation_follows_the_seed_and_leaves_the_global_rng(model
     assert torch.equal(torch.random.get_rng_state(), state)
     key = next(k for k in a if ".lora_A." in k)
     assert torch.equal(a[key], b[key]) and not torch.equal(a[key], c[key])
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_module_tensors_are_the_state_dict_without_its_hooks(model_dir, lora):
+    """What the engines sync from (``hf_state_dict``) is read without state-dict hooks (under FSDP2 they would
+    reshard gathered weights), and it is the state dict: the same names in the same order, the same tensors."""
+    from gigpo_lab.policy.lora import module_tensors
+
+    model = build_hf_policy(str(model_dir), lora={**LORA, "r": 4} if lora else None).model
+    got, want = module_tensors(model), model.state_dict()
+    assert list(got) == list(want)
+    assert all(got[k].data_ptr() == want[k].data_ptr() for k in want)

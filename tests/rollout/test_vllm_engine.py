@@ -206,13 +206,6 @@ def test_under_fsdp_vllm_receives_the_gathered_trained_weights(
     from gigpo_lab.rollout import vllm_engine
     from gigpo_lab.train import train
 
-    built, original = [], vllm_engine.build_vllm_engine
-
-    def record(policy, **kwargs):
-        built.append(original(policy, **kwargs))
-        return built[-1]
-
-    monkeypatch.setattr(vllm_engine, "build_vllm_engine", record)
     cfg = compose_config(
         [
             *tiny_overrides,
@@ -229,6 +222,13 @@ def test_under_fsdp_vllm_receives_the_gathered_trained_weights(
             "loss.entropy_coef=0.05",
         ]
     )
+    built, original = [], vllm_engine.build_vllm_engine  # patched after the compose, which reads its defaults
+
+    def record(policy, **kwargs):
+        built.append(original(policy, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(vllm_engine, "build_vllm_engine", record)
     train(cfg)
     (run_engine,) = built
     try:
