@@ -181,4 +181,6 @@ def test_the_fsdp_option_builds_the_labs_sharded_strategy():
     cfg = compose_config(["lightning=fsdp"])
     assert cfg.lightning.accelerator == "gpu" and cfg.trainer.minibatch_size == 0
     strategy = instantiate(cfg.lightning).trainer_args["strategy"]
-    assert isinstance(strategy, ShardedStrategy) and not strategy._save_distributed_checkpoint, "one full .ckpt"
+    assert isinstance(strategy, ShardedStrategy) and not strategy._save_distributed_checkpoint, (
+        "one full .ckpt"
+    )
