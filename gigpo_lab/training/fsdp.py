@@ -20,7 +20,10 @@ Where the weights are, in one iteration (``GiGPOModule``):
   once, the same collectives on every rank, and no forward reshards until the block ends. A collection of
   any length then makes no collective call, so ranks whose episodes differ cannot hang, and the torch
   engine samples from plain tensors. This is verl's hybrid-engine order (gather for the rollout, shard for
-  the update); the sharded forward instead would all-gather every layer at every sampled token.
+  the update); the sharded forward instead would all-gather every layer at every sampled token, and ranks
+  whose episodes differ in length would make different numbers of those calls and hang. Nothing inside the
+  block may call ``state_dict()``: FSDP2's state-dict hooks reshard; the engines' weight sync reads the
+  modules' tensors instead (``policy.lora.module_tensors``).
 - **reference**: a full fine-tuning run's frozen copy is sharded the same way as the policy and gathered
   with it; with LoRA the reference is the policy with its adapters off (no copy, nothing more to shard).
 """
