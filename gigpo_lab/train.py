@@ -263,7 +263,7 @@ def _checked_tracker(cfg: DictConfig):
         run_id=checkpoint_run_id(cfg.ckpt_path),
         parent_run_id=sweep_context()[0],
     )
-    tracker.check_reachable()
+    tracker.check_reachable(creates=is_launch_rank_zero())  # rank 0 alone creates a new sqlite store
     return tracker
 
 

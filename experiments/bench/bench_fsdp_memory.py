@@ -56,11 +56,6 @@ def run_job(strategy: str, model: Path, folder: Path, iterations: int) -> list[f
         f"output_dir={folder / 'out'}",
         f"tracking.uri=sqlite:///{folder / 'mlflow.db'}",
     ]
-    from mlflow.tracking import MlflowClient
-
-    # The store is created before the ranks start: two processes creating one new sqlite store at once race
-    # on its tables (Lightning's own relaunch starts rank 1 after rank 0 has opened it).
-    MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlflow.db'}").search_experiments()
     port = str(free_port())
     procs = []
     for rank in range(2):

@@ -47,6 +47,12 @@ VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 NOTE_TAG = "mlflow.note.content"
 
 
+def _sqlite_file(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///<path>`` URI; None for any other store (a server, a file store)."""
+    prefix = "sqlite:///"
+    return Path(uri[len(prefix) :]) if uri.startswith(prefix) else None
+
+
 def default_tracking_uri(root: str | os.PathLike | None = None) -> str:
     """The lab's default store: ``sqlite:///<root>/mlflow.db`` (root defaults to the working directory)."""
     root_path = Path(root) if root is not None else Path.cwd()
@@ -173,8 +179,22 @@ class MlflowTracker:
             self._client = MlflowClient(tracking_uri=self.uri)
         return self._client
 
-    def check_reachable(self) -> None:
-        """Fail fast (seconds: no HTTP retries), before any rollout, when the store cannot be reached or written."""
+    def check_reachable(self, creates: bool = True) -> None:
+        """Fail fast (seconds: no HTTP retries), before any rollout, when the store cannot be reached or written.
+
+        ``creates`` false (a rank other than 0 of a job): a sqlite store that does not exist yet is not created
+        here, only its folder checked. Rank 0 creates it when it opens the run; two processes creating one new
+        sqlite store at once race on its tables (``duplicate column name``), as ranks that srun or torchrun
+        start together would.
+        """
+        path = _sqlite_file(self.uri)
+        if not creates and path is not None and not path.exists():
+            if not (path.parent.is_dir() and os.access(path.parent, os.W_OK)):
+                raise RuntimeError(
+                    f"the MLflow store {self.uri!r} cannot be reached (no writable folder {path.parent}); "
+                    "create the folder or fix tracking.uri (default: sqlite:///<cwd>/mlflow.db)"
+                )
+            return
         try:
             with http_limits(self.uri, CHECK_RETRIES, CHECK_TIMEOUT_S, override=True):
                 self.client.search_experiments(max_results=1)

@@ -359,3 +359,60 @@ def test_a_rank_other_than_zero_stops_at_once_when_the_store_is_unreachable(
     ):
         train(cfg)
     assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+def test_ranks_started_together_on_a_new_sqlite_store_do_not_race_to_create_it(tiny_overrides, tmp_path):
+    """srun or torchrun start every rank at once; before, each rank's store check created the new sqlite
+    file's tables, and two creations at once failed ("duplicate column name"). Now only rank 0 creates it:
+    2 ranks of lightning=ddp launched together on a store that does not exist both finish, as one run."""
+    import socket
+    import subprocess
+
+    from mlflow.tracking import MlflowClient
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    store = tmp_path / "new" / "mlflow.db"
+    store.parent.mkdir()
+    args = [
+        *(o for o in tiny_overrides if not o.startswith("tracking.uri")),
+        f"tracking.uri=sqlite:///{store}",
+        "lightning=ddp",
+        "lightning.accelerator=cpu",
+        "lightning.devices=2",
+        "lightning.precision=32-true",
+        "trainer.iterations=1",
+    ]
+    procs = []
+    for rank in (0, 1):
+        env = {
+            **os.environ,
+            "LOCAL_RANK": str(rank),
+            "NODE_RANK": "0",
+            "WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+            "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": str(ROOT),
+        }
+        cmd = [sys.executable, "-m", "gigpo_lab.cli", "train", *args]
+        procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True))
+    errors = [p.communicate(timeout=600)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors[0][-2000:] + errors[1][-2000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}")
+    (only,) = client.search_runs([client.get_experiment_by_name("gigpo-lab").experiment_id])
+    assert only.info.status == "FINISHED"
+
+
+def test_a_rank_other_than_zero_checks_a_new_sqlite_stores_folder_without_creating_it(tmp_path):
+    from gigpo_lab.tracking import MlflowTracker
+
+    store = tmp_path / "mlflow.db"
+    MlflowTracker(f"sqlite:///{store}", "x").check_reachable(creates=False)
+    assert not store.exists(), "rank 0 creates it"
+    missing = tmp_path / "no_such_folder" / "mlflow.db"
+    with pytest.raises(RuntimeError, match=r"cannot be reached \(no writable folder .*no_such_folder\)"):
+        MlflowTracker(f"sqlite:///{missing}", "x").check_reachable(creates=False)
+    MlflowTracker(f"sqlite:///{store}", "x").check_reachable()
+    assert store.exists(), "rank 0 (creates=True) opens and creates it"
