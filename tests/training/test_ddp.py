@@ -361,6 +361,7 @@ def test_a_rank_other_than_zero_stops_at_once_when_the_store_is_unreachable(
     assert not (tmp_path / "out" / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_ranks_started_together_on_a_new_sqlite_store_do_not_race_to_create_it(tiny_overrides, tmp_path):
     """srun or torchrun start every rank at once; before, each rank's store check created the new sqlite
     file's tables, and two creations at once failed ("duplicate column name"). Now only rank 0 creates it:

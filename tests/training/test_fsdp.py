@@ -5,7 +5,7 @@ from a config (tests/hf_tiny.py), through the console script as the README types
   env steps included), losses and weights. Stated tolerance: 1e-6 absolute on weights and Adam's moments,
   1e-6 relative on the metrics (FSDP reduce-scatters where DDP all-reduces; on 2 ranks both add the same
   two numbers, and the runs measured here agree bit for bit);
-- a resumed FSDP run repeats the uninterrupted one, metric for metric and bit for bit;
+- a resumed FSDP run repeats the uninterrupted one, metric for metric and bit for bit (slow);
 - its checkpoint is a full state dict that ``gigpo-lab export`` turns into a Hugging Face folder;
 - with LoRA, the adapters train and the sharded base stays bit-identical (slow);
 - the combinations it cannot run are refused before any run opens, in one line.
@@ -119,6 +119,7 @@ def test_the_fsdp_checkpoint_exports_to_the_same_hugging_face_folder_as_ddp(fsdp
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=1e-6, msg=key)
 
 
+@pytest.mark.slow
 def test_a_resumed_fsdp_run_repeats_the_uninterrupted_one(
     fsdp_and_ddp, model_dir, tmp_path, empty_mlflow_store
 ):
