@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,12 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from hf_tiny import build_tiny_hf_model  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from ranks import start_ranks  # noqa: E402
 
 
 def run_job(strategy: str, model: Path, folder: Path, iterations: int) -> list[float]:
@@ -56,22 +50,10 @@ def run_job(strategy: str, model: Path, folder: Path, iterations: int) -> list[f
         f"output_dir={folder / 'out'}",
         f"tracking.uri=sqlite:///{folder / 'mlflow.db'}",
     ]
-    port = str(free_port())
-    procs = []
-    for rank in range(2):
-        env = {
-            **os.environ,
-            "LOCAL_RANK": str(rank),
-            "NODE_RANK": "0",
-            "WORLD_SIZE": "2",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": port,
-            "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": str(ROOT),
-        }
-        cmd = [sys.executable, "-m", "gigpo_lab.cli", "train", *overrides]
-        log = (folder / f"rank{rank}.log").open("w")
-        procs.append(subprocess.Popen(cmd, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT))
+    logs = [(folder / f"rank{rank}.log").open("w") for rank in range(2)]
+    procs = start_ranks(
+        overrides, folder, 2, lambda rank: {"stdout": logs[rank], "stderr": subprocess.STDOUT}
+    )
     peaks = []
     for rank, proc in enumerate(procs):
         _, status, usage = os.wait4(proc.pid, 0)

@@ -345,13 +345,11 @@ def test_a_rank_other_than_zero_stops_at_once_when_the_store_is_unreachable(
     tiny_overrides, tmp_path, monkeypatch
 ):
     """Rank 0 would fail to open the run; rank 1 must not go on to wait for it at the process-group setup."""
-    import socket
+    from ranks import free_port
 
     from gigpo_lab.train import train
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     monkeypatch.setenv("LOCAL_RANK", "1")
     cfg = compose_config([*tiny_overrides, f"tracking.uri=http://127.0.0.1:{port}"])
     with pytest.raises(
@@ -366,14 +364,9 @@ def test_ranks_started_together_on_a_new_sqlite_store_do_not_race_to_create_it(t
     """srun or torchrun start every rank at once; before, each rank's store check created the new sqlite
     file's tables, and two creations at once failed ("duplicate column name"). Now only rank 0 creates it:
     2 ranks of lightning=ddp launched together on a store that does not exist both finish, as one run."""
-    import socket
-    import subprocess
-
     from mlflow.tracking import MlflowClient
+    from ranks import start_ranks
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
     store = tmp_path / "new" / "mlflow.db"
     store.parent.mkdir()
     args = [
@@ -385,20 +378,7 @@ def test_ranks_started_together_on_a_new_sqlite_store_do_not_race_to_create_it(t
         "lightning.precision=32-true",
         "trainer.iterations=1",
     ]
-    procs = []
-    for rank in (0, 1):
-        env = {
-            **os.environ,
-            "LOCAL_RANK": str(rank),
-            "NODE_RANK": "0",
-            "WORLD_SIZE": "2",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": port,
-            "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": str(ROOT),
-        }
-        cmd = [sys.executable, "-m", "gigpo_lab.cli", "train", *args]
-        procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True))
+    procs = start_ranks(args, tmp_path, 2, lambda rank: {"stderr": subprocess.PIPE, "text": True})
     errors = [p.communicate(timeout=600)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errors[0][-2000:] + errors[1][-2000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{store}")
