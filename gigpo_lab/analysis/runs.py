@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gigpo_lab.tracking.mlflow_tracker import sqlite_file
 from gigpo_lab.tracking.sweep import ROLE_TAG
 
 DEFAULT_METRIC = "eval/success_rate"
@@ -204,7 +205,7 @@ def select_runs(
 
     Raises ``ValueError`` with the fix when nothing matches.
     """
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+    if (path := sqlite_file(uri)) is not None and not path.is_file():
         raise ValueError(
             f"no MLflow store at {uri}; pass --store <sqlite:///path/mlflow.db or http://host:port>"
         )

@@ -39,9 +39,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
-from gigpo_lab.tracking.mlflow_tracker import VIEW_TAG_PREFIX
+from gigpo_lab.tracking.mlflow_tracker import VIEW_TAG_PREFIX, sqlite_file
 
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
@@ -185,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     store = store_uri(args.store)
-    if store.startswith("sqlite:///") and not Path(store[len("sqlite:///") :]).is_file():
+    if (path := sqlite_file(store)) is not None and not path.is_file():
         _err(f"[yellow]gigpo-lab ui:[/yellow] no store at {store} yet; MLflow will create an empty one")
     if not is_loopback(args.host):
         _err(

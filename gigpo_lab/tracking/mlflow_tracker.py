@@ -47,7 +47,7 @@ VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 NOTE_TAG = "mlflow.note.content"
 
 
-def _sqlite_file(uri: str) -> Path | None:
+def sqlite_file(uri: str) -> Path | None:
     """The database file of a ``sqlite:///<path>`` URI; None for any other store (a server, a file store)."""
     prefix = "sqlite:///"
     return Path(uri[len(prefix) :]) if uri.startswith(prefix) else None
@@ -187,7 +187,7 @@ class MlflowTracker:
         sqlite store at once race on its tables (``duplicate column name``), as ranks that srun or torchrun
         start together would.
         """
-        path = _sqlite_file(self.uri)
+        path = sqlite_file(self.uri)
         if not creates and path is not None and not path.exists():
             if not (path.parent.is_dir() and os.access(path.parent, os.W_OK)):
                 raise RuntimeError(
