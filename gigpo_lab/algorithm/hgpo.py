@@ -70,7 +70,7 @@ from gigpo_lab.algorithm.base import (
     summary_metrics,
 )
 from gigpo_lab.algorithm.gigpo import step_returns
-from gigpo_lab.algorithm.grouping import GroupStats, group_normalize, group_stats, segment_sum
+from gigpo_lab.algorithm.grouping import group_stats, segment_sum
 from gigpo_lab.algorithm.grpo import EPISODE_DEFAULTS, EpisodeLevel, GRPOSchema, episode_advantages
 from gigpo_lab.algorithm.history_groups import HistoryLevel, history_levels
 from gigpo_lab.algorithm.prepare import Rows
@@ -162,27 +162,28 @@ class HGPO(Estimator):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """a_k (K+1, N) float64 and its item mask (K+1, N) bool (defined and != 0), from the nested groups
         ``levels`` and the step returns (N,), both in the levels' row order."""
-        level = self.episode
         advs, items = [], []
         for hist in levels:
-            stats = self.stats(returns, hist.ids, hist.num)
-            a = group_normalize(
-                returns, hist.ids, hist.num, mode=level.mode, eps=level.epsilon, singleton="zero", stats=stats
-            )
-            item = hist.defined & (stats.count.index_select(0, hist.ids) >= 2) & (a != 0)
+            a, count = self.normalized(returns, hist.ids, hist.num)
+            item = hist.defined & (count >= 2).index_select(0, hist.ids) & (a != 0)
             advs.append(torch.where(item, a, torch.zeros_like(a)))
             items.append(item)
         return torch.stack(advs), torch.stack(items)
 
-    def stats(self, values: torch.Tensor, seg: torch.Tensor, num: int) -> GroupStats:
-        """Count, mean and std per segment; the std over n (population) or n - 1 (``population_std``)."""
-        with_std = self.episode.mode == "mean_std_norm"
-        if not (with_std and self.population_std):
-            return group_stats(values, seg, num, with_std=with_std)
+    def normalized(
+        self, values: torch.Tensor, seg: torch.Tensor, num: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(a (N,), each value normalised in its segment, and the segments' counts (num,)): ``group_stats``
+        then ``group_normalize`` (singleton ``zero``, own statistics) bit for bit, the deviation from the
+        mean computed once; the std over n (population) or n - 1 (``population_std``)."""
         count, mean, _ = group_stats(values, seg, num, with_std=False)
-        dev = values - mean.index_select(0, seg)
-        var = segment_sum(dev * dev, seg, num) / count.clamp(min=1).to(values.dtype)
-        return GroupStats(count, mean, torch.where(count > 1, var.sqrt(), torch.zeros_like(var)))
+        dev = values - mean.index_select(0, seg)  # group_normalize's numerator, and the std's deviations
+        if self.episode.mode != "mean_std_norm":
+            return dev, count
+        n = count if self.population_std else count - 1
+        var = segment_sum(dev * dev, seg, num) / n.clamp(min=1).to(values.dtype)
+        std = torch.where(count > 1, var.sqrt(), torch.zeros_like(var))
+        return dev / (std + self.episode.epsilon).index_select(0, seg), count
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         returns = step_returns(

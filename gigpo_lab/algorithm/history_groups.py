@@ -45,24 +45,35 @@ def history_levels(rows: Rows, depth: int) -> tuple[torch.Tensor, list[HistoryLe
     groups of ``rows`` in that order). Needs the rows' ``anchor``, ``group``, ``step`` and layout."""
     anchor, n_anchors = rank(rows.anchor)  # dense 0..A-1
     position = rows.layout.position
-    anchor_at = torch.empty_like(anchor).scatter_(0, position, anchor)  # anchors in (traj, t) order
+    backs = _backs_in_layout(anchor, rows.step, position, n_anchors, depth)
     width = n_anchors + 1  # value n_anchors = "no step there"
-    backs = []  # s_{t-j} (N,) for j = 0..K, n_anchors where t < j
-    for j in range(depth + 1):
-        back = anchor_at.index_select(0, (position - j).clamp(min=0))
-        backs.append(torch.where(rows.step >= j, back, torch.full_like(back, n_anchors)))
     if rows.n_groups * width ** (depth + 1) < 2**62:
-        return _by_one_sort(rows, backs, width)
-    return _by_level(rows, backs, width)
+        packed = backs[0]
+        for back in backs[1:]:
+            packed = packed * width + back  # sum_j s_{t-j} W^(K-j), in (traj, t) order
+        full = rows.group * width ** (depth + 1) + packed.index_select(0, position)
+        return _by_one_sort(rows, full, width, depth)
+    return _by_level(rows, [back.index_select(0, position) for back in backs], width)
+
+
+def _backs_in_layout(
+    anchor: torch.Tensor, step: torch.Tensor, position: torch.Tensor, n_anchors: int, depth: int
+) -> list[torch.Tensor]:
+    """s_{t-j} for j = 0..K, each (N,) int64 in (traj, t) order, ``n_anchors`` where t < j. A trajectory
+    is a contiguous run there, so s_{t-j} is the run shifted by j places (a slice, no gather)."""
+    anchor_at = torch.empty_like(anchor).scatter_(0, position, anchor)
+    step_at = torch.empty_like(step).scatter_(0, position, step)
+    backs = [anchor_at]
+    for j in range(1, depth + 1):
+        back = torch.full_like(anchor_at, n_anchors)
+        back[j:] = anchor_at[:-j]
+        backs.append(back.masked_fill_(step_at < j, n_anchors))
+    return backs
 
 
 def _by_one_sort(
-    rows: Rows, backs: list[torch.Tensor], width: int
+    rows: Rows, full: torch.Tensor, width: int, depth: int
 ) -> tuple[torch.Tensor, list[HistoryLevel]]:
-    depth = len(backs) - 1
-    full = rows.group.clone()
-    for back in backs:
-        full = full * width + back
     ordered, order = torch.sort(full, stable=True)
     steps = rows.step.index_select(0, order)
     levels = []

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gigpo_lab.algorithm import compute_advantages
 from gigpo_lab.algorithm.grouping import rank
 from gigpo_lab.algorithm.hgpo import HGPO
-from gigpo_lab.algorithm.history_groups import _by_level, _by_one_sort, history_levels
+from gigpo_lab.algorithm.history_groups import _backs_in_layout, _by_level, _by_one_sort, history_levels
 from gigpo_lab.algorithm.prepare import prepare_rows
 
 EXAMPLES = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -81,13 +81,29 @@ def _backs(prep, depth):
 
 
 @EXAMPLES
+@given(rows=batches(max_steps=7, n_anchors=3), depth=st.integers(0, 8))
+def test_the_shifted_runs_are_the_previous_anchors_of_each_row(rows, depth):
+    """``_backs_in_layout`` shifts each trajectory's run in (traj, t) order; gathered back to the rows, it is
+    s_{t-j} read row by row (``_backs``, one gather per j), with the filler where t < j."""
+    prep = prepared(rows)
+    anchor, n_anchors = rank(prep.anchor)
+    shifted = _backs_in_layout(anchor, prep.step, prep.layout.position, n_anchors, depth)
+    for got, want in zip(shifted, _backs(prep, depth), strict=True):
+        assert torch.equal(got.index_select(0, prep.layout.position), want)
+
+
+@EXAMPLES
 @given(rows=batches(max_steps=7, n_anchors=3), depth=st.integers(0, 5))
 def test_the_one_sort_path_keeps_each_groups_batch_order(rows, depth):
     """Stable: inside a deepest-level group, rows keep their batch order (so at K = 0 the segment sums add in
     gigpo's order, bit for bit); a shallower group is a run of deeper groups, in the order of their keys."""
     prep = prepared(rows)
     anchor_rank = {a: i for i, a in enumerate(sorted({r.anchor for r in rows}))}
-    order, levels = _by_one_sort(prep, list(_backs(prep, depth)), len(anchor_rank) + 1)
+    width = len(anchor_rank) + 1
+    full = prep.group.clone()
+    for back in _backs(prep, depth):
+        full = full * width + back
+    order, levels = _by_one_sort(prep, full, width, depth)
     same = levels[-1].ids[1:] == levels[-1].ids[:-1]
     assert bool((order[1:][same] > order[:-1][same]).all())
     for level in levels:  # every level's groups are contiguous runs
