@@ -14,7 +14,11 @@ Columns, per seed and in total:
 - ``relapse``: of those iterations, the ones after the invalid rate had already been at or below 0.3 once
   the policy was trained: a real rise, not an invalid rate still falling from its start.
 - ``max_kl``: the largest per-iteration ``train/approx_kl`` (a destructive update shows as a spike).
-- ``wall``: seconds of ``train(cfg)``.
+- ``wall``: seconds of ``train(cfg)`` (of its last segment, for a seed continued with ``--resume``).
+
+``--resume`` continues a sweep that was stopped (SIGKILL, a session's end): a seed whose run FINISHED is read
+back, not trained again; an unfinished seed continues from its ``run/checkpoints/last.ckpt``
+(``ckpt_path=``, exact: the same metrics, bit for bit, as a run never stopped); a seed without one starts.
 
 The summary line gives solved k/n with its exact (Clopper-Pearson) 95% interval.
 
@@ -67,6 +71,12 @@ def _run(job: tuple[list[str], int, str]) -> dict:
     except Exception as err:  # a failed seed is reported, not hidden
         error = f"{type(err).__name__}: {err}"[:300]
     return {"seed": seed, "uri": uri, "wall": time.perf_counter() - start, "error": error}
+
+
+def _resumed(root: Path, seed: int, resume: bool) -> list[str]:
+    """``ckpt_path=`` of the seed's last checkpoint when ``resume`` and it has one; else nothing."""
+    last = Path(root) / f"seed{seed}" / "run" / "checkpoints" / "last.ckpt"
+    return [f"ckpt_path={last}"] if resume and last.is_file() else []
 
 
 def _histories(uri: str) -> dict[str, dict[int, float]]:
@@ -183,6 +193,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="train nothing: summarise the finished seeds already under --root",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="read the finished seeds, continue the others from their last checkpoint (module docstring)",
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides, after --")
     args = parser.parse_args(argv)
     name = args.name or (" ".join(args.overrides) or "default")
@@ -198,8 +213,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.read_only:
         results = _finished(root, seeds)
     else:
+        done = _finished(root, seeds) if args.resume else []
+        finished = {row["seed"] for row in done}
+        jobs = [(o + _resumed(root, s, args.resume), s, r) for o, s, r in jobs if s not in finished]
         with mp.get_context("fork").Pool(args.jobs, maxtasksperchild=4) as pool:
-            results = pool.map(_run, jobs, chunksize=1)
+            results = sorted(done + pool.map(_run, jobs, chunksize=1), key=lambda row: row["seed"])
     rows = [summarize(r, args.threshold) for r in results]
     print_table(name, rows, args.threshold)
     print(f"total wall {time.perf_counter() - start:.0f} s with {args.jobs} jobs; load {os.getloadavg()}")

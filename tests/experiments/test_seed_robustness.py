@@ -3,6 +3,7 @@ definitions (issue #12's collapse, and a relapse: a collapse after the invalid r
 
 from __future__ import annotations
 
+import pytest
 from experiment_scripts import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -47,3 +48,61 @@ def test_counts_match_the_brute_force_definitions(pairs):
     collapses, relapses = _count(success, invalid)
     assert (collapses, relapses) == _oracle(success, invalid)
     assert 0 <= relapses <= collapses
+
+
+def _runs(db):
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{db}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    steps = [[m.step for m in client.get_metric_history(r.info.run_id, "rollout/success_rate")] for r in runs]
+    return [(r.info.run_id, r.info.status, r.info.end_time) for r in runs], steps
+
+
+@pytest.mark.slow  # ~1 CPU-minute: three harness processes, seven short training runs' worth
+def test_resume_reads_a_finished_seed_and_continues_a_killed_one_from_its_checkpoint(tmp_path):
+    """Seed 1 finished; seed 0's sweep was SIGKILLed after its second checkpoint. ``--resume`` trains
+    nothing for seed 1 and continues seed 0's own MLflow run, which ends FINISHED with each iteration
+    logged once (that the continued run equals an unstopped one, bit for bit, is test_determinism's)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tiny_sizes import TINY
+
+    script = str(seed_robustness.__file__)
+    sizes = [*[o for o in TINY if not o.startswith("trainer.iterations=")], "trainer.iterations=6"]
+    common = ["--jobs", "1", "--root", str(tmp_path), "--name", "sweep"]
+    harness = [sys.executable, script, *common]
+    subprocess.run(
+        [*harness, "--seeds", "1", "--first-seed", "1", "--", *sizes], check=True, capture_output=True
+    )
+    seed0, seed1 = tmp_path / "sweep" / "seed0", tmp_path / "sweep" / "seed1"
+    before = _runs(seed1 / "mlflow.db")
+
+    proc = subprocess.Popen(
+        [*harness, "--seeds", "1", "--", *sizes],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while not (seed0 / "run" / "checkpoints" / "iter0001.ckpt").is_file() and proc.poll() is None:
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the harness and its worker
+    proc.wait()
+    [(run_id, status, _)], [steps] = _runs(seed0 / "mlflow.db")
+    assert status == "RUNNING" and len(steps) < 6  # killed mid-run
+
+    out = tmp_path / "rows.json"
+    resume = [*harness, "--seeds", "2", "--resume", "--json", str(out), "--", *sizes]
+    subprocess.run(resume, check=True, capture_output=True)
+    assert _runs(seed1 / "mlflow.db") == before  # read back, not trained again
+    assert _runs(seed0 / "mlflow.db")[0] == [(run_id, "FINISHED", _runs(seed0 / "mlflow.db")[0][0][2])]
+    assert _runs(seed0 / "mlflow.db")[1] == [list(range(6))]
+    import json
+
+    assert [row["seed"] for row in json.loads(out.read_text())["rows"]] == [0, 1]
