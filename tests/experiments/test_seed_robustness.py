@@ -59,7 +59,7 @@ def _runs(db):
     return [(r.info.run_id, r.info.status, r.info.end_time) for r in runs], steps
 
 
-@pytest.mark.slow  # ~1 CPU-minute: three harness processes, seven short training runs' worth
+@pytest.mark.slow  # ~1 CPU-minute: three harness processes, two 6-iteration tiny runs
 def test_resume_reads_a_finished_seed_and_continues_a_killed_one_from_its_checkpoint(tmp_path):
     """Seed 1 finished; seed 0's sweep was SIGKILLed after its second checkpoint. ``--resume`` trains
     nothing for seed 1 and continues seed 0's own MLflow run, which ends FINISHED with each iteration
