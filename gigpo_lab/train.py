@@ -106,7 +106,7 @@ def build(cfg: DictConfig, loop=None):
         # the critic's values come from the trainer's policy, whose head check_value_head checks once it is built
         check_requirements(estimator, env_columns(probe) | set(POLICY_COLUMNS))
         loss = instantiate(cfg.loss, estimator=estimator)  # loss.kl_in_reward null: the estimator's default
-        policy = _build_policy(cfg, probe.unwrapped.vocabulary())
+        policy = _build_policy(cfg, probe.unwrapped.vocabulary(), probe.unwrapped.action_names)
     finally:
         probe.close()
     check_policy(policy, cfg.model)
@@ -136,12 +136,12 @@ def build(cfg: DictConfig, loop=None):
     )
 
 
-def _build_policy(cfg: DictConfig, vocabulary):
+def _build_policy(cfg: DictConfig, vocabulary, actions):
     """The configured policy; a model folder that does not load is one sentence naming ``model.path``."""
     from hydra.utils import instantiate
 
     try:
-        return instantiate(cfg.model)(vocabulary=vocabulary)
+        return instantiate(cfg.model)(vocabulary=vocabulary, actions=list(actions))
     except (OSError, ValueError) as err:
         if "path" not in cfg.model or str(err).startswith("model."):  # our own messages name their key first
             raise

@@ -295,6 +295,7 @@ def build_hf_policy(
     lora: Mapping | None = None,
     response_prefix: str | None = None,
     vocabulary: Sequence[str] | None = None,
+    actions: Sequence[str] | None = None,
 ) -> HFPolicy:
     """Load ``AutoModelForCausalLM`` and ``AutoTokenizer`` from the local folder ``path``.
 
@@ -310,7 +311,8 @@ def build_hf_policy(
         lora: ``LoraSettings`` fields (``enabled``, ``r``, ``alpha``, ``dropout``, ``target_modules``); None or
             ``enabled: false`` trains every weight.
         response_prefix: text the assistant's answer starts with, written into the prompt (None = none).
-        vocabulary: ignored; accepted so every model builder takes the trainer's ``vocabulary=``.
+        vocabulary, actions: ignored; accepted so every model builder takes the trainer's ``vocabulary=`` and
+            ``actions=`` (an LLM writes a command in its own tokens).
     """
     folder = Path(path).expanduser()
     if not (folder / "config.json").is_file():

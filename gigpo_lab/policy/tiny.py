@@ -12,8 +12,9 @@ Each history entry is the past action's words, preceded by the past observation'
 actions are kept), oldest first. With ``mark_unchanged``, an entry whose action left the observation as it
 was (the next observation, or the current one for the last entry, equals the entry's) ends with the word
 ``unchanged`` (``S F F ... <sep> up unchanged <sep> left <sep>``): a move into a wall or an illegal pickup is
-then visible, which the actions alone do not show. The response is one action word, then a stop token:
-``default_max_new_tokens = 1`` (the env's wrapper accepts a bare admissible word such as ``left``).
+then visible, which the actions alone do not show. The response is one token, then a stop token:
+``default_max_new_tokens = 1`` (the env's wrapper accepts a bare admissible word such as ``left``). A command
+of several words (``go east``) is one token of its own (``build_tiny_policy(actions=...)``).
 """
 
 from __future__ import annotations
@@ -191,11 +192,15 @@ def build_tiny_policy(
     seed: int = 0,
     qk_norm: bool = True,
     mark_unchanged: bool = True,
+    actions: Sequence[str] = (),
 ) -> TinyPolicy:
     """A ``TinyPolicy`` over ``vocabulary`` (e.g. ``env.unwrapped.vocabulary()``), initialised from ``seed``
     alone (the global RNG is left untouched). With ``mark_unchanged`` the word ``UNCHANGED`` joins the
-    vocabulary (after it, so the other words keep their ids)."""
-    tokenizer = WordTokenizer([*vocabulary, UNCHANGED] if mark_unchanged else vocabulary)
+    vocabulary (after it, so the other words keep their ids). ``actions`` (``env.unwrapped.action_names``):
+    each command of several words becomes one more token, after those (``WordTokenizer``'s phrases), so the
+    one-token response can be any command; an env whose commands are single words gets no new token."""
+    words = [*vocabulary, UNCHANGED] if mark_unchanged else vocabulary
+    tokenizer = WordTokenizer(words, phrases=actions)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = TinyGPT(tokenizer.vocab_size, d_model, n_layers, n_heads, max_seq_len, qk_norm)

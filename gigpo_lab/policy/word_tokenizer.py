@@ -7,6 +7,11 @@ Text is split by the regex ``<action>|</action>|\\n|[A-Za-z]+|\\d+|\\S`` (plus t
 
 Unknown words map to ``<unk>``. ``decode`` joins words with single spaces (no space around ``\\n``, after
 ``<action>`` or before ``</action>``), so ``encode(decode(ids)) == ids`` for any ids without pad/eos.
+
+**Phrases.** A multi-word command (TextWorld's ``go east``, Household's ``go to fridge``) can be one token
+too, after the words: ``encode`` gives its id for exactly that text (the tiny policy's one-token response, or
+an action in its history), and its words everywhere else (``Admissible commands: go east, look``).
+``encode(decode(ids)) == ids`` then holds for ids without phrases, or for one phrase alone.
 """
 
 from __future__ import annotations
@@ -30,14 +35,19 @@ class WordTokenizer:
     Args:
         vocabulary: words (or phrases; each is split by the regex) that the env can produce, e.g. from
             ``env.unwrapped.vocabulary()``. Duplicates and specials are ignored; order sets the ids.
+        phrases: texts of several words that are also one token each (module doc), ids after the
+            vocabulary's, in order; a text of one word is that word's token already, and is skipped.
     """
 
-    def __init__(self, vocabulary: Iterable[str]):
+    def __init__(self, vocabulary: Iterable[str], phrases: Iterable[str] = ()):
         tokens: dict[str, None] = dict.fromkeys((*SPECIAL_TOKENS, NEWLINE))
         for entry in vocabulary:
             tokens.update(dict.fromkeys(split_words(entry)))
+        self.phrases: tuple[str, ...] = tuple(p for p in dict.fromkeys(phrases) if len(split_words(p)) > 1)
+        tokens.update(dict.fromkeys(self.phrases))
         self.tokens: list[str] = list(tokens)
         self.token_to_id: dict[str, int] = {t: i for i, t in enumerate(self.tokens)}
+        self._phrase_ids = {p: self.token_to_id[p] for p in self.phrases}
         self.pad_id = self.token_to_id["<pad>"]
         self.eos_id = self.token_to_id["<eos>"]
         self.unk_id = self.token_to_id["<unk>"]
@@ -53,7 +63,9 @@ class WordTokenizer:
         return len(self.tokens)
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``; words outside the vocabulary become ``unk_id``."""
+        """Token ids of ``text``; words outside the vocabulary become ``unk_id``; a phrase's exact text, its id."""
+        if self.phrases and text in self._phrase_ids:
+            return [self._phrase_ids[text]]
         lookup = self.token_to_id.get
         return [lookup(w, self.unk_id) for w in split_words(text)]
 

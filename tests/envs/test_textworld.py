@@ -217,6 +217,23 @@ def test_the_action_universe_covers_every_admissible_command(tw_kwargs):
             env.step(env.action_names.index(command))
 
 
+def test_the_tiny_policy_writes_every_command_as_one_token_and_wins_by_them(tw_kwargs):
+    """The tiny policy answers one token; with the env's commands as tokens (``build_tiny_policy(actions=)``)
+    each walkthrough command is one id whose text the env accepts, and the ids win every game."""
+    from gigpo_lab.policy import build_tiny_policy
+
+    env = make_env(ID, max_turns=20, **tw_kwargs)
+    tok = build_tiny_policy(env.unwrapped.vocabulary(), actions=env.unwrapped.action_names).tokenizer
+    assert any(" " in c for c in env.unwrapped.action_names)  # go east, take coin
+    for seed in (0, 1, 2, EVAL_SEED_BASE, EVAL_SEED_BASE + 1):
+        env.reset(seed=seed)
+        for command in walkthrough(env):
+            [token] = tok.encode(command)
+            *_, info = env.step(tok.decode([token]))
+            assert not info["invalid"]
+        assert info["success"]
+
+
 def walkthrough_of(env: TextWorldText) -> list[str]:
     from textworld.generator.game import Game
 

@@ -206,3 +206,16 @@ def test_logprobs_are_differentiable(policy):
     (logp.sum() + entropy.sum()).backward()
     assert policy.model.tok_emb.weight.grad is not None
     policy.zero_grad()
+
+
+def test_commands_of_several_words_are_tokens_after_the_others_and_one_word_commands_change_nothing():
+    """``actions``: a multi-word command is one more token (after ``unchanged``), so the one-token response can
+    be it; an env whose commands are words (every grid env) builds the very same policy, weights included."""
+    kwargs = dict(d_model=32, seed=5, qk_norm=False, mark_unchanged=True, history_window=0)
+    base = build_tiny_policy(VOCAB, **kwargs)
+    words = build_tiny_policy(VOCAB, actions=["left", "right", "up", "down"], **kwargs)
+    assert words.tokenizer.tokens == base.tokenizer.tokens
+    assert all(torch.equal(v, words.state_dict()[k]) for k, v in base.state_dict().items())
+    phrased = build_tiny_policy([*VOCAB, "go", "east"], actions=["go east", "left"], **kwargs)
+    assert phrased.tokenizer.tokens[-2:] == ["unchanged", "go east"]
+    assert phrased.tokenizer.decode([phrased.tokenizer.vocab_size - 1]) == "go east"

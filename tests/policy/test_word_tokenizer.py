@@ -50,3 +50,35 @@ def test_encode_decode_round_trip(ids):
     """Any id sequence without pad/eos survives decode -> encode."""
     tok = WordTokenizer(VOCAB)
     assert tok.encode(tok.decode(ids)) == ids
+
+
+def test_a_phrase_is_one_token_after_the_words_for_its_exact_text_only():
+    plain = WordTokenizer(VOCAB)
+    tok = WordTokenizer(VOCAB, phrases=["go east", "left", "take coin from table", "go east"])
+    assert tok.phrases == ("go east", "take coin from table")  # one word: already a token; duplicates once
+    assert all(tok.token_to_id[t] == i for t, i in plain.token_to_id.items())  # the words keep their ids
+    east, take = tok.token_to_id["go east"], tok.token_to_id["take coin from table"]
+    assert (east, take) == (plain.vocab_size, plain.vocab_size + 1)
+    assert tok.encode("go east") == [east] and tok.decode([east]) == "go east"
+    assert tok.encode("take coin from table") == [take]
+    # inside a longer text, and in any other spelling, a phrase is its words
+    assert tok.encode("Admissible commands: go east, left") == plain.encode(
+        "Admissible commands: go east, left"
+    )
+    assert tok.encode("go  east") == [tok.token_to_id["go"], tok.unk_id]
+
+
+PHRASES = ["go east", "go west", "take coin"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_text_encodes_as_its_words_unless_it_is_exactly_a_phrase(data):
+    words = [*VOCAB, "east", "west", "take", "coin"]
+    tok, plain = WordTokenizer(words, phrases=PHRASES), WordTokenizer(words)
+    ids = data.draw(st.lists(st.integers(2, plain.vocab_size - 1), min_size=1, max_size=12))
+    text = plain.decode(ids)
+    want = [tok.token_to_id[text]] if text in PHRASES else ids
+    assert tok.encode(text) == want
+    phrase = data.draw(st.sampled_from(PHRASES))
+    assert tok.encode(tok.decode(tok.encode(phrase))) == [tok.token_to_id[phrase]]  # alone, it round-trips
