@@ -501,26 +501,24 @@ class GiGPOModule(L.LightningModule):
 
     def _end_iteration(self) -> None:
         """Sync the engine and queue this iteration's metrics (and the final eval after the last one); stop
-        the run once the env-step budget is spent. Runs before any epoch-end hook (module docstring)."""
-        with gathered(self):
-            self.engine.sync_weights(self.policy)
-        metrics = dict(self._iter_metrics)
-        metrics.update({k: sum(v) / len(v) for k, v in self._train_stats.items() if v})
-        if self._train_stats[
-            "train/approx_kl"
-        ]:  # a destructive update shows in the largest step, not the mean
-            metrics["train/approx_kl_max"] = max(self._train_stats["train/approx_kl"])
-        metrics["time/update_s"] = time.perf_counter() - self._update_start
-        metrics["train/iteration"] = float(self.current_epoch)
-        self._train_stats.clear()
+        the run once the env-step budget is spent. Runs before any epoch-end hook (module docstring). Under
+        fsdp the weights are gathered once for the sync and the final eval."""
         step = self.current_epoch
-        self.pending_metrics.append((step, metrics))
         last = self.trainer.max_epochs is not None and step + 1 >= self.trainer.max_epochs
         if self.loop.max_env_steps is not None and self.env_steps_total >= self.loop.max_env_steps:
             self.trainer.should_stop = True  # the env-step budget is spent: stop after this iteration
             last = True
-        if self.loop.eval_every > 0 and last:
-            with gathered(self):
+        with gathered(self):
+            self.engine.sync_weights(self.policy)
+            metrics = dict(self._iter_metrics)
+            metrics.update({k: sum(v) / len(v) for k, v in self._train_stats.items() if v})
+            if self._train_stats["train/approx_kl"]:  # a destructive update shows in the largest step
+                metrics["train/approx_kl_max"] = max(self._train_stats["train/approx_kl"])
+            metrics["time/update_s"] = time.perf_counter() - self._update_start
+            metrics["train/iteration"] = float(step)
+            self._train_stats.clear()
+            self.pending_metrics.append((step, metrics))
+            if self.loop.eval_every > 0 and last:
                 self.pending_metrics.append((step + 1, self.evaluate()))
 
     # ----------------------------------------------------------------- evaluation and samples
