@@ -124,7 +124,8 @@ def count_collapses(success: dict[int, float], invalid: dict[int, float]) -> tup
 
 
 def summarize(result: dict, threshold: float) -> dict:
-    """The per-seed row: final eval, steps to the threshold, collapses, the largest approx_kl."""
+    """The per-seed row: final eval, steps to the threshold, collapses, the largest approx_kl, and the curves
+    (greedy evals with their env steps, sampled success per iteration) that ``plot_curves.py`` draws."""
     h = _histories(result["uri"])
     evals = sorted(h.get("eval/success_rate", {}).items())
     steps = h.get("eval/env_steps_total", {})
@@ -145,6 +146,8 @@ def summarize(result: dict, threshold: float) -> dict:
         "wall": result["wall"],
         "error": result["error"],
         "evals": [round(v, 2) for _, v in evals],
+        "eval_steps": [steps.get(s, math.nan) for s, _ in evals],  # env steps at each evaluation
+        "rollouts": [round(succ[s], 2) for s in sorted(succ)],  # sampled success, per iteration
     }
 
 

@@ -105,4 +105,8 @@ def test_resume_reads_a_finished_seed_and_continues_a_killed_one_from_its_checkp
     assert _runs(seed0 / "mlflow.db")[1] == [list(range(6))]
     import json
 
-    assert [row["seed"] for row in json.loads(out.read_text())["rows"]] == [0, 1]
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["seed"] for row in rows] == [0, 1]
+    for row in rows:  # the curves plot_curves.py draws: an eval at every iteration (TINY), the steps growing
+        assert len(row["evals"]) == len(row["eval_steps"]) == 7 and len(row["rollouts"]) == 6
+        assert row["eval_steps"] == sorted(row["eval_steps"]) and row["eval_steps"][-1] > 0
