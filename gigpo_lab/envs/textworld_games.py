@@ -38,7 +38,7 @@ import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
-from multiprocessing import get_context
+from multiprocessing import current_process, get_context
 from pathlib import Path
 from typing import Any
 
@@ -122,14 +122,16 @@ def _make_one(challenge: str, settings: dict[str, Any], seed: int, folder: str) 
 def generate(
     challenge: str, settings: dict[str, Any], seeds: Sequence[int], folder: Path, workers: int
 ) -> list[str]:
-    """The ``.z8`` paths of the games of ``seeds`` in ``folder``, generating the missing ones in parallel."""
+    """The ``.z8`` paths of the games of ``seeds`` in ``folder``, generating the missing ones in parallel; one
+    by one in a daemonic process (a ``multiprocessing.Pool`` worker, as ``seed_robustness.py`` runs seeds),
+    which may not start processes of its own."""
     if challenge not in CHALLENGES:
         raise ConfigError(f"env.challenge={challenge!r} is not one of {sorted(CHALLENGES)}")
     paths = [folder / f"g{s}.z8" for s in seeds]
     missing = [
         s for s, p in zip(seeds, paths, strict=True) if not (p.exists() and p.with_suffix(".json").exists())
     ]
-    if len(missing) == 1 or workers <= 1:
+    if len(missing) == 1 or workers <= 1 or current_process().daemon:
         for s in missing:
             _make_one(challenge, settings, s, str(folder))
     elif missing:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -303,3 +304,20 @@ def test_a_treasure_hunter_and_a_cooking_game_are_generated_and_won_by_their_wal
             assert not info["invalid"], command
         assert terminated and info["success"] and total > 0
     env.close()
+
+
+def _generate_two(folder: str) -> list[str]:
+    from gigpo_lab.envs.textworld_games import generate
+
+    return generate("coin_collector", {"level": 1}, [11, 12], Path(folder), workers=2)
+
+
+def test_games_are_generated_inside_a_pool_worker_which_may_not_start_processes(tmp_path):
+    """seed_robustness.py trains each seed in a ``multiprocessing.Pool`` worker (daemonic): the missing games
+    are then made one by one in that worker instead of by a process pool of its own."""
+    import multiprocessing as mp
+
+    with mp.get_context("fork").Pool(1) as pool:
+        paths = pool.apply(_generate_two, (str(tmp_path),))
+    assert [Path(p).name for p in paths] == ["g11.z8", "g12.z8"]
+    assert all(Path(p).is_file() and Path(p).with_suffix(".json").is_file() for p in paths)
