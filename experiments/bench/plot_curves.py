@@ -1,5 +1,6 @@
-"""Learning curves of seed-robustness rows: greedy eval success against env steps, one thin line per seed and
-the mean across seeds, one panel per JSON file that ``seed_robustness.py --json`` wrote.
+"""Learning curves of seed-robustness rows, one column per JSON file that ``seed_robustness.py --json`` wrote:
+greedy eval success against env steps (top) and sampled success per iteration (bottom), one thin line per
+seed and the mean across seeds.
 
     python experiments/bench/plot_curves.py a.json b.json --out curves.png [--title "..."]
 
@@ -15,8 +16,9 @@ import math
 from pathlib import Path
 
 
-def curves(path: Path) -> tuple[str, list[tuple[list[float], list[float]]]]:
-    """(the row's name, per seed (env steps at each eval, greedy success at each eval))."""
+def curves(path: Path) -> tuple[str, list[tuple[list[float], list[float]]], list[list[float]]]:
+    """(the row's name, per seed (env steps at each eval, greedy success at each eval), per seed the sampled
+    success of each iteration)."""
     data = json.loads(path.read_text())
     out = []
     for row in data["rows"]:
@@ -25,7 +27,7 @@ def curves(path: Path) -> tuple[str, list[tuple[list[float], list[float]]]]:
         if not all(math.isfinite(x) for x in row["eval_steps"]):
             raise SystemExit(f"{path}: seed {row['seed']} has an evaluation without its env steps")
         out.append((row["eval_steps"], row["evals"]))
-    return data["name"], out
+    return data["name"], out, [row["rollouts"] for row in data["rows"]]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -39,9 +41,9 @@ def main(argv: list[str] | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(args.files), figsize=(5 * len(args.files), 3.6), squeeze=False)
-    for ax, path in zip(axes[0], args.files, strict=True):
-        name, seeds = curves(path)
+    fig, axes = plt.subplots(2, len(args.files), figsize=(5 * len(args.files), 6.4), squeeze=False)
+    for ax, low, path in zip(axes[0], axes[1], args.files, strict=True):
+        name, seeds, rollouts = curves(path)
         for steps, evals in seeds:
             ax.plot(steps, evals, color="tab:blue", alpha=0.3, lw=1)
         n = min(len(e) for _, e in seeds)
@@ -51,6 +53,13 @@ def main(argv: list[str] | None = None) -> None:
         ax.set(title=name, xlabel="env steps", ylabel="greedy success (held-out)", ylim=(-0.03, 1.03))
         ax.axhline(0.8, color="grey", ls=":", lw=1)
         ax.legend(loc="lower right")
+        for series in rollouts:
+            low.plot(range(len(series)), series, color="tab:orange", alpha=0.3, lw=1)
+        k = min(len(r) for r in rollouts)
+        low.plot(
+            range(k), [sum(r[i] for r in rollouts) / len(rollouts) for i in range(k)], color="black", lw=2
+        )
+        low.set(xlabel="iteration", ylabel="sampled success (training games)", ylim=(-0.03, 1.03))
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()

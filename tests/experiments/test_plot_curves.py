@@ -10,18 +10,20 @@ from experiment_scripts import load_script
 plot_curves = load_script("bench/plot_curves.py")
 
 
-def _rows(path, **extra):
+def _rows(path):
     rows = [
-        {"seed": 0, "evals": [0.0, 0.5, 1.0], "eval_steps": [0.0, 640.0, 1280.0], **extra},
-        {"seed": 1, "evals": [0.0, 0.0, 0.9], "eval_steps": [0.0, 700.0, 1300.0], **extra},
+        {"seed": 0, "evals": [0.0, 0.5, 1.0], "eval_steps": [0.0, 640.0, 1280.0], "rollouts": [0.1, 0.6]},
+        {"seed": 1, "evals": [0.0, 0.0, 0.9], "eval_steps": [0.0, 700.0, 1300.0], "rollouts": [0.0, 0.2]},
     ]
     path.write_text(json.dumps({"name": "demo", "rows": rows}))
     return path
 
 
 def test_the_curves_are_read_per_seed_and_drawn(tmp_path):
-    name, seeds = plot_curves.curves(_rows(tmp_path / "a.json"))
-    assert name == "demo" and seeds[1] == ([0.0, 700.0, 1300.0], [0.0, 0.0, 0.9])
+    name, seeds, rollouts = plot_curves.curves(_rows(tmp_path / "a.json"))
+    assert (
+        name == "demo" and seeds[1] == ([0.0, 700.0, 1300.0], [0.0, 0.0, 0.9]) and rollouts[1] == [0.0, 0.2]
+    )
     out = tmp_path / "curves.png"
     plot_curves.main([str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--out", str(out)])
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
