@@ -30,6 +30,11 @@ def curves(path: Path) -> tuple[str, list[tuple[list[float], list[float]]], list
     return data["name"], out, [row["rollouts"] for row in data["rows"]]
 
 
+def _mean(series: list[list[float]]) -> list[float]:
+    """The mean across seeds at each index that every seed has."""
+    return [sum(values[i] for values in series) / len(series) for i in range(min(map(len, series)))]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="+", type=Path)
@@ -46,19 +51,20 @@ def main(argv: list[str] | None = None) -> None:
         name, seeds, rollouts = curves(path)
         for steps, evals in seeds:
             ax.plot(steps, evals, color="tab:blue", alpha=0.3, lw=1)
-        n = min(len(e) for _, e in seeds)
-        mean_x = [sum(s[i] for s, _ in seeds) / len(seeds) for i in range(n)]
-        mean_y = [sum(e[i] for _, e in seeds) / len(seeds) for i in range(n)]
-        ax.plot(mean_x, mean_y, color="black", lw=2, label=f"mean of {len(seeds)} seeds")
+        ax.plot(
+            _mean([s for s, _ in seeds]),
+            _mean([e for _, e in seeds]),
+            color="black",
+            lw=2,
+            label=f"mean of {len(seeds)} seeds",
+        )
         ax.set(title=name, xlabel="env steps", ylabel="greedy success (held-out)", ylim=(-0.03, 1.03))
         ax.axhline(0.8, color="grey", ls=":", lw=1)
         ax.legend(loc="lower right")
         for series in rollouts:
             low.plot(range(len(series)), series, color="tab:orange", alpha=0.3, lw=1)
-        k = min(len(r) for r in rollouts)
-        low.plot(
-            range(k), [sum(r[i] for r in rollouts) / len(rollouts) for i in range(k)], color="black", lw=2
-        )
+        mean = _mean(rollouts)
+        low.plot(range(len(mean)), mean, color="black", lw=2)
         low.set(xlabel="iteration", ylabel="sampled success (training games)", ylim=(-0.03, 1.03))
     if args.title:
         fig.suptitle(args.title)

@@ -3,8 +3,8 @@ models (``hf``: any local folder; ``smollm2_135m``: the bundled SmolLM2, on the 
 
 Each schema is its option (``model=tiny``: ``config_paths.register_schemas``), with no YAML file.
 ``_partial_``: the trainer passes ``vocabulary=`` and ``actions=`` (the env's words and command names; the HF
-models ignore both). A misspelt
-key or a value of the wrong type or outside a choice fails when the config is composed.
+models ignore both). A misspelt key or a value of the wrong type or outside a choice fails when the config is
+composed.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ class WordTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; words outside the vocabulary become ``unk_id``; a phrase's exact text, its id."""
-        if self.phrases and text in self._phrase_ids:
+        if text in self._phrase_ids:
             return [self._phrase_ids[text]]
         lookup = self.token_to_id.get
         return [lookup(w, self.unk_id) for w in split_words(text)]
