@@ -25,7 +25,7 @@ def report(ckpt: str, overrides: list[str], episodes: int = 16, sample_seed: int
     from gigpo_lab.config_paths import compose_config
     from gigpo_lab.rollout.episodes import run_episodes
     from gigpo_lab.train import build
-    from gigpo_lab.training.module import EVAL_SEED_BASE
+    from gigpo_lab.training.seeds import EVAL_SEED_BASE
 
     cfg = compose_config(overrides)
     module = build(cfg)

@@ -158,7 +158,7 @@ def worker(path_args: dict, overrides: list[str], out_dir: Path, rows_from: Path
     from gigpo_lab.config_paths import compose_config
     from gigpo_lab.train import build
     from gigpo_lab.training.data import shuffled_minibatches
-    from gigpo_lab.training.module import iteration_seed
+    from gigpo_lab.training.seeds import iteration_seed
 
     micro_batch_size, reuse = path_args["micro_batch_size"], path_args["reuse"]
     path = [

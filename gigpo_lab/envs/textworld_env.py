@@ -64,7 +64,7 @@ from gigpo_lab.envs.textworld_games import (
 )
 from gigpo_lab.errors import ConfigError
 
-#: The trainer's first evaluation seed (``gigpo_lab.training.module.EVAL_SEED_BASE``; a test checks they agree).
+#: The trainer's first evaluation seed (``gigpo_lab.training.seeds.EVAL_SEED_BASE``; a test checks they agree).
 EVAL_SEED_BASE = 1_000_000_000
 #: Hex digits of the anchor's hash (48 bits: a collision inside one game's few hundred states is negligible).
 ANCHOR_DIGITS = 12

@@ -93,3 +93,37 @@ def across_ranks(metrics: Mapping[str, float], strategy) -> dict[str, float]:
         else:
             out[key] = total[key] / world
     return out
+
+
+def check_world_size(loop, world_size: int, shared_prefix: bool) -> bool:
+    """Refuse the ``trainer`` settings that a run of ``world_size`` > 1 processes cannot honour, each with its
+    fix; return ``shared_prefix`` as it applies (a null-resolved true is turned off with several processes).
+    ``loop`` is the ``TrainerConfig``."""
+    if world_size <= 1:
+        return shared_prefix
+    if loop.target_kl is not None:
+        # a rank that stops early would leave the others waiting in the gradient all-reduce
+        raise ValueError(
+            f"trainer.target_kl={loop.target_kl} with {world_size} processes: the ranks would "
+            "stop after different numbers of optimizer steps and hang; set trainer.target_kl=null"
+        )
+    if loop.minibatch_size > 0:
+        # ranks collect different numbers of rows, so row-sized minibatches give them different numbers of
+        # optimizer steps, and DDP would hang or pair gradients of different steps
+        raise ValueError(
+            f"trainer.minibatch_size={loop.minibatch_size} with {world_size} processes: set "
+            "trainer.minibatch_size=0 (one step per PPO epoch on every rank), as lightning=ddp does"
+        )
+    if loop.micro_batch_size > 0:
+        # several backward passes per step would each fire DDP's gradient all-reduce hooks
+        raise ValueError(
+            f"trainer.micro_batch_size={loop.micro_batch_size} with {world_size} processes is "
+            "not supported: set trainer.micro_batch_size=0"
+        )
+    if shared_prefix and loop.shared_prefix:
+        # packed chunks are bounded by tokens, so the ranks would run different numbers of backward passes
+        raise ValueError(
+            f"trainer.shared_prefix=true with {world_size} processes is not supported: set "
+            "trainer.shared_prefix=false (or null, which is off with several processes)"
+        )
+    return False

@@ -35,45 +35,19 @@ from gigpo_lab.batch import StepBatch
 from gigpo_lab.packing.distinct_rows import distinct_rows_logprobs, score_unique_rows
 from gigpo_lab.packing.microbatch import chunked_logprobs, microbatched_loss
 from gigpo_lab.training.checkpointing import mark_finished_epoch_completed
+from gigpo_lab.training.critic import critic_loss, score_values
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
-from gigpo_lab.training.distributed import across_ranks
+from gigpo_lab.training.distributed import across_ranks, check_world_size
 from gigpo_lab.training.fsdp import ShardedStrategy, full_value, gathered, shard
 from gigpo_lab.training.group_filtering import collect_filtered
+from gigpo_lab.training.samples import sample_rows
 from gigpo_lab.training.schema import TrainerConfig
-
-#: Seeds of held-out evaluation episodes start here; training seeds stay below it.
-EVAL_SEED_BASE = 1_000_000_000
-#: A run's group seeds are ``seed * 10_000_000 + i``: the first collection of each iteration takes i below this,
-#: a group filter's extra collections (``extra_group_seeds``) i from it.
-EXTRA_SEED_OFFSET = 5_000_000
-
-
-def iteration_seed(seed: int, iteration: int) -> int:
-    """A per-iteration RNG seed, so that a resumed run draws exactly what an uninterrupted one draws."""
-    return (seed * 1_000_003 + iteration * 7_919 + 17) % (2**63 - 1)
-
-
-def extra_group_seeds(seed: int, shard: int, groups: int, collection: int, max_collections: int) -> list[int]:
-    """The B group seeds of extra collection ``collection`` (1 .. max_collections - 1) of shard ``shard``: a
-    function of the run's seed, the shard (iteration and rank) and the collection alone, so a resumed run draws
-    what the uninterrupted one would; disjoint from every first collection's seeds (``EXTRA_SEED_OFFSET``) and
-    from every other shard's extras (each shard owns ``max_collections - 1`` blocks of B)."""
-    block = shard * (max_collections - 1) + collection - 1
-    return [seed * 10_000_000 + EXTRA_SEED_OFFSET + block * groups + b for b in range(groups)]
+from gigpo_lab.training.seeds import eval_seeds, extra_group_seeds, group_seeds, iteration_seed
 
 
 def _plain_logprobs(model, *columns: torch.Tensor, temperature: float = 1.0):
     """``model.logprobs`` on every row: the update's forward without ``distinct_rows``."""
     return model.logprobs(*columns, temperature=temperature)
-
-
-def _trim_prompt(
-    prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The prompt columns (n, P) without the left-padding columns no row uses, on ``device``."""
-    used = prompt_mask.any(0).nonzero()
-    first = int(used[0]) if len(used) else prompt_mask.shape[1] - 1
-    return prompt_ids[:, first:].to(device), prompt_mask[:, first:].to(device)
 
 
 class GiGPOModule(L.LightningModule):
@@ -173,33 +147,7 @@ class GiGPOModule(L.LightningModule):
 
     # ----------------------------------------------------------------- Lightning plumbing
     def on_fit_start(self) -> None:
-        if self.trainer.world_size > 1 and self.loop.target_kl is not None:
-            # a rank that stops early would leave the others waiting in the gradient all-reduce
-            raise ValueError(
-                f"trainer.target_kl={self.loop.target_kl} with {self.trainer.world_size} processes: the ranks would "
-                "stop after different numbers of optimizer steps and hang; set trainer.target_kl=null"
-            )
-        if self.trainer.world_size > 1 and self.loop.minibatch_size > 0:
-            # ranks collect different numbers of rows, so row-sized minibatches give them different numbers of
-            # optimizer steps, and DDP would hang or pair gradients of different steps
-            raise ValueError(
-                f"trainer.minibatch_size={self.loop.minibatch_size} with {self.trainer.world_size} processes: set "
-                "trainer.minibatch_size=0 (one step per PPO epoch on every rank), as lightning=ddp does"
-            )
-        if self.trainer.world_size > 1 and self.loop.micro_batch_size > 0:
-            # several backward passes per step would each fire DDP's gradient all-reduce hooks
-            raise ValueError(
-                f"trainer.micro_batch_size={self.loop.micro_batch_size} with {self.trainer.world_size} processes is "
-                "not supported: set trainer.micro_batch_size=0"
-            )
-        if self.trainer.world_size > 1 and self.shared_prefix:
-            if self.loop.shared_prefix:
-                # packed chunks are bounded by tokens, so the ranks would run different numbers of backward passes
-                raise ValueError(
-                    f"trainer.shared_prefix=true with {self.trainer.world_size} processes is not supported: set "
-                    "trainer.shared_prefix=false (or null, which is off with several processes)"
-                )
-            self.shared_prefix = False
+        self.shared_prefix = check_world_size(self.loop, self.trainer.world_size, self.shared_prefix)
 
     def configure_optimizers(self):
         return self.loop.optimizer(self.policy.parameters())
@@ -255,13 +203,10 @@ class GiGPOModule(L.LightningModule):
             self.pending_metrics.append((it, self.evaluate()))
 
         t0 = time.perf_counter()
-        # env seeds (it * world + r) * B + b: disjoint across ranks and iterations
-        first = shard * self.groups
-        seeds = [self.seed * 10_000_000 + first + b for b in range(self.groups)]
-        batch, rollout = self._collect(seeds, shard, gen)
+        batch, rollout = self._collect(group_seeds(self.seed, shard, self.groups), shard, gen)
         rollout.update(self.score(batch))
         if self.critic:  # V(s_t) before the updates, beside the old log-probs
-            batch.values = self.score_values(batch)
+            batch.values = score_values(self.policy, batch, self.loop.micro_batch_size, self.device)
         rollout.update(group_signal(batch.extras["returns"], batch.extras["traj_group"]))
         # the rewards the estimator sees (gigpo_lab/algorithm/shaping.py); the metrics above are the env's
         batch.rewards = clip_rewards(batch.rewards, self.loop.reward_clip)
@@ -296,7 +241,7 @@ class GiGPOModule(L.LightningModule):
         self._iter_metrics = metrics
         self._kl_stopped = False
         if self.loop.sample_every > 0 and it % self.loop.sample_every == 0:
-            self.pending_samples.append((it, self._samples(batch)))
+            self.pending_samples.append((it, sample_rows(batch, self.policy.tokenizer)))
         self.policy.train()
         self._update_start = time.perf_counter()
         minibatches = shuffled_minibatches(batch, self.loop.ppo_epochs, self.loop.minibatch_size, gen)
@@ -340,49 +285,18 @@ class GiGPOModule(L.LightningModule):
             metrics.update(logprob_gap(sampled, batch.old_logprobs, batch.response_mask))
         return metrics
 
-    def score_values(self, batch: StepBatch) -> torch.Tensor:
-        """The critic's V(s_t) (N,) float32 on the CPU, no grad: each distinct prompt once, in chunks of
-        ``trainer.micro_batch_size`` prompts (0: all at once)."""
-        rows = torch.cat([batch.prompt_ids, batch.prompt_mask.long()], dim=1)
-        distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
-        width = batch.prompt_ids.shape[1]
-        ids, mask = distinct[:, :width], distinct[:, width:].bool()
-        size = self.loop.micro_batch_size if self.loop.micro_batch_size > 0 else len(ids)
-        with torch.no_grad():
-            values = [
-                self.policy.values(*_trim_prompt(ids[chunk], mask[chunk], self.device)).float().cpu()
-                for chunk in torch.arange(len(ids)).split(size)
-            ]
-        return torch.cat(values)[inverse]
-
     def critic_loss(self, mb: StepBatch, backward=None) -> torch.Tensor | None:
-        """``loss.value_coef`` times the value loss of minibatch ``mb`` (``loss.value_loss`` against
-        ``mb.value_targets``, clipped around ``mb.values``), in chunks of ``trainer.micro_batch_size`` rows, each
-        weighted by its share of the rows. With ``backward`` each chunk is back-propagated here and None is
-        returned; without, the differentiable sum (to add to the policy's loss). Logs ``train/value_loss`` and
+        """``gigpo_lab.training.critic.critic_loss`` of minibatch ``mb``; logs ``train/value_loss`` and
         ``train/value_clipfrac``."""
-        n = len(mb)
-        size = self.loop.micro_batch_size if self.loop.micro_batch_size > 0 else n
-        total, value_loss, clipfrac = None, 0.0, 0.0
-        for chunk in torch.arange(n, device=mb.prompt_ids.device).split(size):
-            vpred = self.policy.values(
-                *_trim_prompt(mb.prompt_ids[chunk], mb.prompt_mask[chunk], self.device)
-            )
-            weighted, loss, clipped = self.loss_fn.critic_loss(
-                vpred, mb.value_targets[chunk], mb.values[chunk]
-            )
-            share = len(chunk) / n
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"the value loss is {loss.item()} at iteration {self.current_epoch}; lower the learning rate "
-                    "or loss.value_coef, or check the rewards"
-                )
-            value_loss += float(loss) * share
-            clipfrac += float(clipped) * share
-            if backward is not None:
-                backward(weighted * share)
-            else:
-                total = weighted * share if total is None else total + weighted * share
+        total, value_loss, clipfrac = critic_loss(
+            self.policy,
+            self.loss_fn,
+            mb,
+            self.loop.micro_batch_size,
+            self.device,
+            self.current_epoch,
+            backward,
+        )
         self._train_stats["train/value_loss"].append(value_loss)
         self._train_stats["train/value_clipfrac"].append(clipfrac)
         return total
@@ -521,35 +435,14 @@ class GiGPOModule(L.LightningModule):
             if self.loop.eval_every > 0 and last:
                 self.pending_metrics.append((step + 1, self.evaluate()))
 
-    # ----------------------------------------------------------------- evaluation and samples
+    # ----------------------------------------------------------------- evaluation
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Held-out episodes (seeds from ``EVAL_SEED_BASE``) with the configured (greedy) policy."""
+        """Held-out episodes (``seeds.eval_seeds``) with the configured (greedy) policy."""
         was_training = self.policy.training
         self.policy.eval()
         gen = torch.Generator().manual_seed(iteration_seed(self.seed, -1))
-        seeds = [EVAL_SEED_BASE + i for i in range(self.eval_episodes)]
-        result = dict(self.collector.evaluate(seeds, gen, greedy=self.eval_greedy))
+        result = dict(self.collector.evaluate(eval_seeds(self.eval_episodes), gen, greedy=self.eval_greedy))
         result["eval/env_steps_total"] = float(self.env_steps_total)
         self.policy.train(was_training)
         return result
-
-    def _samples(self, batch: StepBatch, trajectories: int = 2) -> list[dict]:
-        """A few trajectories as JSON-able rows: prompt, action text, reward, invalid flag, advantage."""
-        tok = self.policy.tokenizer
-        keep = torch.isin(batch.traj_ids, batch.traj_ids.unique()[:trajectories])
-        rows = keep.nonzero().squeeze(1).tolist()
-        rows.sort(key=lambda i: (int(batch.traj_ids[i]), int(batch.step_ids[i])))
-        return [
-            {
-                "traj": int(batch.traj_ids[i]),
-                "step": int(batch.step_ids[i]),
-                "prompt": tok.decode(batch.prompt_ids[i][batch.prompt_mask[i]].tolist()),
-                "action": tok.decode(batch.response_ids[i][batch.response_mask[i]].tolist()),
-                "reward": float(batch.rewards[i]),
-                "invalid": bool(batch.invalid[i]) if batch.invalid is not None else False,
-                "advantage": float(batch.advantages[i]),
-                **({"value": float(batch.values[i])} if batch.values is not None else {}),
-            }
-            for i in rows
-        ]

@@ -148,7 +148,7 @@ def test_same_seed_same_game_and_training_and_evaluation_games_are_disjoint(tw_k
 
 
 def test_the_eval_seed_base_is_the_trainers():
-    from gigpo_lab.training.module import EVAL_SEED_BASE as TRAINER_BASE
+    from gigpo_lab.training.seeds import EVAL_SEED_BASE as TRAINER_BASE
 
     assert EVAL_SEED_BASE == TRAINER_BASE
 
@@ -334,7 +334,9 @@ def test_the_smollm2_experiment_composes_on_the_coin_collector():
     cfg = compose_config(["experiments=smollm2_textworld_coin"])
     assert cfg.model._target_ == "gigpo_lab.policy.smollm2.build_smollm2_policy" and cfg.model.lora.enabled
     assert cfg.env.id == ID and str(cfg.env.challenge) == "coin_collector" and cfg.env.settings.level == 2
-    assert cfg.env.list_admissible and cfg.model.history_window == 1 and cfg.model.response_prefix == "<action>"
+    assert (
+        cfg.env.list_admissible and cfg.model.history_window == 1 and cfg.model.response_prefix == "<action>"
+    )
     assert not cfg.rollout.eval_greedy and cfg.rollout.eval_episodes >= 32
     for label, overrides in load_script("llm_learning.py").RUNS.items():
         run = compose_config(["experiments=smollm2_textworld_coin", *overrides])

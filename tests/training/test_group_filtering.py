@@ -20,7 +20,7 @@ from gigpo_lab.rollout.collector import Collector
 from gigpo_lab.train import train
 from gigpo_lab.training import module as module_mod
 from gigpo_lab.training.group_filtering import collect_filtered, take_groups
-from gigpo_lab.training.module import extra_group_seeds
+from gigpo_lab.training.seeds import extra_group_seeds
 
 FILTER_KEYS = ("rollout/groups_dropped", "rollout/groups_refilled", "rollout/extra_collections")
 
