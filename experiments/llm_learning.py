@@ -1,8 +1,11 @@
 """Does SmolLM2 learn? One experiment file run as 3 GiGPO seeds, a frozen control and one GRPO seed.
 
     python experiments/llm_learning.py                                # experiments=smollm2_frozenlake2x2
-    python experiments/llm_learning.py --png docs/smollm2_learning.png --threads 2
+    python experiments/llm_learning.py --experiment smollm2_textworld_coin --threads 2
     python experiments/llm_learning.py --read-only                    # table and PNG from the store only
+
+Each experiment keeps its own store and figure by default: ``/tmp/llm_learning/<experiment>/`` and
+``experiments/results/<experiment>.png``.
 
 Every run is a real ``train(cfg)`` of the experiment file, one after the other in this process, all into one
 sqlite MLflow store (``--root``/mlflow.db); the runs are (label: overrides)
@@ -151,18 +154,33 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     print(f"curves: {path}")
 
 
+def store_and_figure(experiment: str, root: str | None, png: str | None) -> tuple[Path, Path]:
+    """The store folder and the figure: as given, else one of each per experiment, so that studying one
+    experiment never overwrites another's runs or curves."""
+    return (
+        Path(root or f"/tmp/llm_learning/{experiment}").resolve(),
+        Path(png or f"experiments/results/{experiment}.png"),
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--experiment", default="smollm2_frozenlake2x2", help="a file of experiments/")
-    parser.add_argument("--root", default="/tmp/llm_learning", help="the store (mlflow.db) and run outputs")
-    parser.add_argument("--png", default="experiments/results/smollm2_learning.png", help="the curves")
+    parser.add_argument(
+        "--root",
+        default=None,
+        help="the store (mlflow.db) and run outputs (default /tmp/llm_learning/<experiment>)",
+    )
+    parser.add_argument(
+        "--png", default=None, help="the curves (default experiments/results/<experiment>.png)"
+    )
     parser.add_argument("--threads", type=int, default=2, help="lightning.num_threads of every run")
     parser.add_argument("--target", type=float, default=0.3, help="the improvement that counts (absolute)")
     parser.add_argument("--only", nargs="*", choices=list(RUNS), default=None, help="run only these labels")
     parser.add_argument("--read-only", action="store_true", help="train nothing: report what the store holds")
     parser.add_argument("overrides", nargs="*", help="config overrides for every run, after --")
     args = parser.parse_args(argv)
-    root = Path(args.root).resolve()
+    root, png = store_and_figure(args.experiment, args.root, args.png)
     root.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     shared = [f"experiments={args.experiment}", f"lightning.num_threads={args.threads}", *args.overrides]
@@ -180,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = read_curves(uri, experiment)
     print()
     print_table(rows, args.target)
-    plot(rows, Path(args.png), f"{args.experiment}: SmolLM2-135M + LoRA, sampled eval")
+    plot(rows, png, f"{args.experiment}: SmolLM2-135M + LoRA, sampled eval")
     print(f"total wall {time.perf_counter() - start:.0f} s; load average {os.getloadavg()}")
     sys.stdout.flush()
 

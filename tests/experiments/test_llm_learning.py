@@ -41,6 +41,16 @@ def test_every_run_of_the_script_composes():
         assert cfg.trainer.optimizer.lr == (0 if label.startswith("frozen") else 5e-4)
 
 
+def test_each_experiment_has_its_own_store_and_figure_unless_told():
+    a = llm_learning.store_and_figure("smollm2_frozenlake2x2", None, None)
+    b = llm_learning.store_and_figure("smollm2_textworld_coin", None, None)
+    assert a[0] != b[0] and a[1] != b[1] and b[1].name == "smollm2_textworld_coin.png"
+    # the FrozenLake study's recorded figure sits where its default points
+    assert (Path(__file__).resolve().parents[2] / a[1]).is_file()
+    root, png = llm_learning.store_and_figure("smollm2_textworld_coin", "/tmp/x", "c.png")
+    assert root == Path("/tmp/x").resolve() and png == Path("c.png")
+
+
 def test_report_reads_the_runs_back_from_the_store(empty_mlflow_store, tmp_path, capsys):
     """Two real tiny-policy runs into one store: the table and the PNG come from their eval curves."""
     import matplotlib.image
