@@ -16,3 +16,25 @@ def load_script(relative: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+#: The overrides that shrink an LLM experiment to a one-iteration smoke run: 2 groups x 2 two-turn episodes.
+LLM_SMOKE = [
+    "trainer.iterations=1",
+    "rollout.groups=2",
+    "rollout.group_size=2",
+    "env.max_turns=2",
+    "rollout.eval_episodes=2",
+    "lightning.progress_bar=false",
+]
+
+
+def llm_smoke_argv(experiment: str, root: Path, png: Path, *overrides: str) -> list[str]:
+    """``experiments/llm_learning.py``'s arguments for a smoke run of ``experiment``: its first GiGPO seed alone,
+    on one thread, shrunk by ``LLM_SMOKE`` plus ``overrides``, into the store ``root`` and the figure ``png``."""
+    return [
+        *("--experiment", experiment, "--root", str(root), "--png", str(png)),
+        *("--threads", "1", "--only", "gigpo s0", "--"),
+        *LLM_SMOKE,
+        *overrides,
+    ]

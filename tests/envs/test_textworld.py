@@ -378,32 +378,18 @@ def test_the_smollm2_experiment_composes_on_the_coin_collector():
 def test_the_smollm2_experiment_smoke_runs_one_iteration(tw_kwargs, tmp_path, capsys):
     """The real SmolLM2 on the suite's games, shrunk to one iteration of 2 x 2 two-turn episodes, run by
     llm_learning.py: the zero-shot evaluation and the one after the update are read back."""
-    from experiment_scripts import load_script
+    from experiment_scripts import llm_smoke_argv, load_script
 
     script = load_script("llm_learning.py")
     script.main(
-        [
-            "--experiment",
+        llm_smoke_argv(
             "smollm2_textworld_coin",
-            "--root",
-            str(tmp_path / "study"),
-            "--png",
-            str(tmp_path / "curves.png"),
-            "--threads",
-            "1",
-            "--only",
-            "gigpo s0",
-            "--",
-            "trainer.iterations=1",
-            "rollout.groups=2",
-            "rollout.group_size=2",
-            "env.max_turns=2",
-            "rollout.eval_episodes=2",
+            tmp_path / "study",
+            tmp_path / "curves.png",
             f"env.num_games={KNOBS['num_games']}",
             f"env.num_eval_games={KNOBS['num_eval_games']}",
             f"env.cache_dir={tw_kwargs['cache_dir']}",
-            "lightning.progress_bar=false",
-        ]
+        )
     )
     assert "| gigpo s0 | FINISHED |" in capsys.readouterr().out and (tmp_path / "curves.png").is_file()
     rows = script.read_curves(f"sqlite:///{tmp_path / 'study' / 'mlflow.db'}", "smollm2-textworld-coin")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from experiment_scripts import llm_smoke_argv
 from tiny_sizes import TINY
 
 from gigpo_lab.config_paths import compose_config
@@ -92,25 +93,7 @@ def test_report_reads_the_runs_back_from_the_store(empty_mlflow_store, tmp_path,
 def test_the_experiment_smoke_runs_through_the_script(tmp_path, capsys):
     """The real SmolLM2 experiment, shrunk to one iteration of 2 x 2 two-turn episodes, run by the script."""
     png = tmp_path / "curves.png"
-    llm_learning.main(
-        [
-            "--root",
-            str(tmp_path / "study"),
-            "--png",
-            str(png),
-            "--threads",
-            "1",
-            "--only",
-            "gigpo s0",
-            "--",
-            "trainer.iterations=1",
-            "rollout.groups=2",
-            "rollout.group_size=2",
-            "env.max_turns=2",
-            "rollout.eval_episodes=2",
-            "lightning.progress_bar=false",
-        ]
-    )
+    llm_learning.main(llm_smoke_argv("smollm2_frozenlake2x2", tmp_path / "study", png))
     out = capsys.readouterr().out
     assert "| gigpo s0 | FINISHED |" in out and png.is_file()
     rows = llm_learning.read_curves(f"sqlite:///{tmp_path / 'study' / 'mlflow.db'}", "smollm2-frozenlake2x2")
