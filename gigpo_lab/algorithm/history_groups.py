@@ -28,6 +28,10 @@ import torch
 from gigpo_lab.algorithm.grouping import pack, rank
 from gigpo_lab.algorithm.prepare import Rows
 
+#: Keys below this bound are sorted as int32: the same stable order as int64, in about half the time (1e6 rows,
+#: 1 thread: 13 ms against 30 ms).
+INT32_KEYS = 2**31
+
 
 class HistoryLevel(NamedTuple):
     """One level k, its rows in the common ``order``: ``ids`` (N,) int64 in 0..num-1, ``num`` groups,
@@ -74,11 +78,14 @@ def _backs_in_layout(
 def _by_one_sort(
     rows: Rows, full: torch.Tensor, width: int, depth: int
 ) -> tuple[torch.Tensor, list[HistoryLevel]]:
+    if rows.n_groups * width ** (depth + 1) < INT32_KEYS:  # the same values in int32 sort to the same
+        full = full.to(torch.int32)  # order, about twice as fast as int64 on the CPU
     ordered, order = torch.sort(full, stable=True)
     steps = rows.step.index_select(0, order)
     levels = []
     for k in range(depth + 1):
-        prefix = torch.div(ordered, width ** (depth - k), rounding_mode="floor")  # (N,) sorted
+        # (N,) sorted; the keys are >= 0, so truncation is the floor, and cheaper than rounding_mode="floor"
+        prefix = torch.div(ordered, width ** (depth - k), rounding_mode="trunc")
         starts = torch.ones_like(prefix, dtype=torch.bool)
         starts[1:] = prefix[1:] != prefix[:-1]
         ids = torch.cumsum(starts, 0) - 1

@@ -9,7 +9,7 @@ from advantage_oracle import Row, batches, columns, hgpo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gigpo_lab.algorithm import compute_advantages
+from gigpo_lab.algorithm import compute_advantages, history_groups
 from gigpo_lab.algorithm.grouping import rank
 from gigpo_lab.algorithm.hgpo import HGPO
 from gigpo_lab.algorithm.history_groups import _backs_in_layout, _by_level, _by_one_sort, history_levels
@@ -108,6 +108,30 @@ def test_the_one_sort_path_keeps_each_groups_batch_order(rows, depth):
     assert bool((order[1:][same] > order[:-1][same]).all())
     for level in levels:  # every level's groups are contiguous runs
         assert int((level.ids[1:] != level.ids[:-1]).sum()) + 1 == level.num
+
+
+@EXAMPLES
+@given(rows=batches(max_steps=7, n_anchors=3), depth=st.integers(0, 5))
+def test_sorting_the_keys_as_int32_gives_the_int64_order_and_levels(rows, depth):
+    """Below ``INT32_KEYS`` the keys are cast to int32 before the sort, for speed only: the order and every
+    level must be what the int64 sort of the same keys gives."""
+    prep = prepared(rows)
+    width = len({r.anchor for r in rows}) + 1
+    full = prep.group.clone()
+    for back in _backs(prep, depth):
+        full = full * width + back
+    got_order, got = _by_one_sort(prep, full, width, depth)  # int32 here: a few groups, small widths
+    assert prep.n_groups * width ** (depth + 1) < history_groups.INT32_KEYS
+    saved = history_groups.INT32_KEYS
+    history_groups.INT32_KEYS = 0  # every key is "too large": the int64 sort
+    try:
+        want_order, want = _by_one_sort(prep, full, width, depth)
+    finally:
+        history_groups.INT32_KEYS = saved
+    assert torch.equal(got_order, want_order)
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a.ids, b.ids) and torch.equal(a.defined, b.defined)
+        assert (a.num, a.groups) == (b.num, b.groups)
 
 
 def test_a_history_too_deep_for_int64_takes_the_per_level_path_and_matches_the_oracle():
