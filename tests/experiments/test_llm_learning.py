@@ -52,6 +52,13 @@ def test_each_experiment_has_its_own_store_and_figure_unless_told():
     assert root == Path("/tmp/x").resolve() and png == Path("c.png")
 
 
+def test_minutes_to_the_target_is_the_first_evaluation_that_far_above_zero_shot():
+    row = {"rates": [0.10, 0.30, 0.45, 0.20, 0.50], "minutes": [1.0, 5.0, 9.0, 13.0, 17.0]}
+    assert llm_learning.minutes_to(row, 0.3) == 9.0  # 0.45 - 0.10, although the run later fell back
+    assert llm_learning.minutes_to(row, 0.4) == 17.0
+    assert llm_learning.minutes_to(row, 0.5) is None
+
+
 def test_report_reads_the_runs_back_from_the_store(empty_mlflow_store, tmp_path, capsys):
     """Two real tiny-policy runs into one store: the table and the PNG come from their eval curves."""
     import matplotlib.image
@@ -77,6 +84,9 @@ def test_report_reads_the_runs_back_from_the_store(empty_mlflow_store, tmp_path,
         assert row["rates"] == [m.value for m in sorted(history, key=lambda m: m.step)]
         assert len(row["rates"]) == 3 and row["iterations"] == [0, 1, 2]  # before, after each update
         assert row["status"] == "FINISHED" and math.isfinite(row["wall"])
+        # each evaluation's minutes since the run began: in order, and inside the run's wall time
+        minutes = row["minutes"]
+        assert 0 <= minutes[0] <= minutes[1] <= minutes[2] <= row["wall"] / 60 + 0.1
         assert run.info.artifact_uri.startswith((root / "artifacts").as_uri())
     llm_learning.print_table(rows, 0.3)
     table = capsys.readouterr().out
