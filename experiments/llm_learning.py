@@ -62,11 +62,24 @@ def train_one(label: str, overrides: list[str], root: Path) -> str | None:
         train(cfg)
     except Exception as err:  # a failed run is reported, the others still run
         print(f"{label}: FAILED after {time.perf_counter() - start:.0f} s: {type(err).__name__}: {err}"[:400])
-    new = [r for r in _runs(client, cfg.tracking.experiment) if r.info.run_id not in before]
-    if not new:
-        return None
-    client.set_tag(new[0].info.run_id, LABEL_TAG, label)
-    return new[0].info.run_id
+    run_id = own_run(_runs(client, cfg.tracking.experiment), before, str(cfg.output_dir))
+    if run_id is not None:
+        client.set_tag(run_id, LABEL_TAG, label)
+    return run_id
+
+
+def own_run(runs: list, before: set[str], output_dir: str) -> str | None:
+    """The id of the newest of ``runs`` (newest first) that is not in ``before`` and logged ``output_dir``:
+    another process may have opened runs in the same store meanwhile (a second ``--only`` invocation), and
+    the newest new run alone could be its."""
+    return next(
+        (
+            r.info.run_id
+            for r in runs
+            if r.info.run_id not in before and r.data.params.get("output_dir") == output_dir
+        ),
+        None,
+    )
 
 
 def own_artifacts(uri: str, experiment: str, folder: Path) -> None:

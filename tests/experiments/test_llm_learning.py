@@ -59,6 +59,25 @@ def test_minutes_to_the_target_is_the_first_evaluation_that_far_above_zero_shot(
     assert llm_learning.minutes_to(row, 0.5) is None
 
 
+def test_a_run_is_told_from_another_process_run_by_its_output_dir(empty_mlflow_store, tmp_path):
+    """Two invocations into one store: the one that finishes first must not label the other's newer run."""
+    import mlflow
+
+    shutil.copyfile(empty_mlflow_store, tmp_path / "mlflow.db")
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.create_experiment("x", artifact_location=(tmp_path / "a").as_uri())
+    old = client.create_run(exp, start_time=1).info.run_id
+    ids = {}
+    for label in ("frozen_s0", "grpo_s0"):  # frozen opened first, grpo (the other process) after it
+        ids[label] = client.create_run(exp, start_time=len(ids) + 2).info.run_id
+        client.log_param(ids[label], "output_dir", str(tmp_path / "runs" / label))
+    runs = llm_learning._runs(client, "x")
+    assert runs[0].info.run_id == ids["grpo_s0"]  # the newest new run is the other process's
+    assert llm_learning.own_run(runs, {old}, str(tmp_path / "runs" / "frozen_s0")) == ids["frozen_s0"]
+    assert llm_learning.own_run(runs, {old}, str(tmp_path / "runs" / "grpo_s0")) == ids["grpo_s0"]
+    assert llm_learning.own_run(runs, {old, *ids.values()}, str(tmp_path / "runs" / "grpo_s0")) is None
+
+
 def test_report_reads_the_runs_back_from_the_store(empty_mlflow_store, tmp_path, capsys):
     """Two real tiny-policy runs into one store: the table and the PNG come from their eval curves."""
     import matplotlib.image
