@@ -49,7 +49,10 @@ as in the recipe, which keys on states only; grouping on actions too would need 
 ``StepBatch.columns()``.
 
 Vectorised: the nested groups come from one sort of the deepest key (``history_groups.py``), and the
-statistics are segment sums. A Python loop runs over the K + 1 levels only.
+statistics are segment sums over the rows that can carry an item at each level (defined, in a group of two or
+more; ``level_segments``). A Python loop runs over the K + 1 levels only. The weighted mean adds its items
+in order, level 0 first (A^E first under ``weighted``); up to four items that is also the order of a torch
+sum over them, and with five or more it can differ from one in the last bit.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ from gigpo_lab.algorithm.base import (
 from gigpo_lab.algorithm.gigpo import step_returns
 from gigpo_lab.algorithm.grouping import group_stats, segment_sum
 from gigpo_lab.algorithm.grpo import EPISODE_DEFAULTS, EpisodeLevel, GRPOSchema, episode_advantages
-from gigpo_lab.algorithm.history_groups import HistoryLevel, history_levels
+from gigpo_lab.algorithm.history_groups import HistoryLevel, history_levels, level_segments
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
 from gigpo_lab.choices import choice_enum, default_of
@@ -157,61 +160,75 @@ class HGPO(Estimator):
         cut = ("truncated",) if self.bootstrap_truncated else ()
         return (*BASE_COLUMNS, "step_ids", "anchor_ids", *cut)
 
-    def level_advantages(
+    def level_items(
         self, levels: list[HistoryLevel], returns: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """a_k (K+1, N) float64 and its item mask (K+1, N) bool (defined and != 0), from the nested groups
-        ``levels`` and the step returns (N,), both in the levels' row order."""
-        advs, items = [], []
-        for hist in levels:
-            a, count = self.normalized(returns, hist.ids, hist.num)
-            item = hist.defined & (count >= 2).index_select(0, hist.ids) & (a != 0)
-            advs.append(torch.where(item, a, torch.zeros_like(a)))
-            items.append(item)
-        return torch.stack(advs), torch.stack(items)
+    ) -> list[tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]]:
+        """Per level k: (its rows (M,) in the levels' order or None for all N, a_k (M,) float64 set to 0 off
+        the items, the item mask (M,) bool: defined, in a group of two or more, and != 0), from the nested
+        groups ``levels`` and the step returns (N,) in the levels' row order."""
+        out = []
+        for seg in level_segments(levels):
+            values = returns if seg.rows is None else returns.index_select(0, seg.rows)
+            a = self.normalized(values, seg.ids, seg.num)
+            item = a != 0 if seg.kept is None else seg.kept & (a != 0)
+            out.append((seg.rows, torch.where(item, a, torch.zeros_like(a)), item))
+        return out
 
-    def normalized(
-        self, values: torch.Tensor, seg: torch.Tensor, num: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(a (N,), each value normalised in its segment, and the segments' counts (num,)): ``group_stats``
+    def normalized(self, values: torch.Tensor, seg: torch.Tensor, num: int) -> torch.Tensor:
+        """a (N,), each of ``values`` (N,) normalised in its segment ``seg`` (N,) in 0..num-1: ``group_stats``
         then ``group_normalize`` (singleton ``zero``, own statistics) bit for bit, the deviation from the
         mean computed once; the std over n (population) or n - 1 (``population_std``)."""
         count, mean, _ = group_stats(values, seg, num, with_std=False)
         dev = values - mean.index_select(0, seg)  # group_normalize's numerator, and the std's deviations
         if self.episode.mode != "mean_std_norm":
-            return dev, count
+            return dev
         n = count if self.population_std else count - 1
         var = segment_sum(dev * dev, seg, num) / n.clamp(min=1).to(values.dtype)
         std = torch.where(count > 1, var.sqrt(), torch.zeros_like(var))
-        return dev / (std + self.episode.epsilon).index_select(0, seg), count
+        return dev / (std + self.episode.epsilon).index_select(0, seg)
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         returns = step_returns(
             rows, self.gamma, self.episode.invalid_action_penalty, self.bootstrap_truncated
         )
         order, history = history_levels(rows, self.history_length)  # levels in one row order
-        advs, items = self.level_advantages(history, returns.index_select(0, order))  # (K+1, N) each
-        levels = torch.arange(self.history_length + 1, dtype=torch.float64, device=returns.device)
-        weight = (levels + 2.0).pow(self.length_weight_alpha).unsqueeze(1) * items  # (K+1, N)
+        levels = self.level_items(history, returns.index_select(0, order))
+        weight = (torch.arange(len(levels), dtype=torch.float64) + 2.0).pow(self.length_weight_alpha)
+        parts = [(*level, w) for level, w in zip(levels, weight.tolist(), strict=True)]  # (at, a, item, w)
         episode = None
         if self.episode_level != "none":
             episode = episode_advantages(rows, self.episode)
         if self.episode_level == "weighted":  # the recipe's base_group: one item of weight 1 ** alpha = 1
             ordered = episode.index_select(0, order)
             has = ordered != 0
-            advs = torch.cat([torch.where(has, ordered, torch.zeros_like(ordered)).unsqueeze(0), advs])
-            weight = torch.cat([has.to(torch.float64).unsqueeze(0), weight])
-        total = weight.sum(0)  # (N,)
-        share = weight / torch.where(total > 0, total, torch.ones_like(total))
-        step = torch.empty_like(returns).scatter_(0, order, (share * advs).sum(0))  # back in batch order
+            parts.insert(0, (None, torch.where(has, ordered, torch.zeros_like(ordered)), has, 1.0))
+        # A^H = sum_k (w_k / W) a_k with W = sum_k w_k over the row's items (the recipe's aggregate_items),
+        # each sum taken in item order, level by level over the level's rows
+        total = torch.zeros_like(returns)
+        for at, _, item, w in parts:
+            _accumulate(total, at, item.to(torch.float64) * w)
+        total = torch.where(total > 0, total, torch.ones_like(total))
+        step = torch.zeros_like(returns)
+        for at, a, item, w in parts:
+            share = item.to(torch.float64) * w / (total if at is None else total.index_select(0, at))
+            _accumulate(step, at, share * a)
+        step = torch.empty_like(returns).scatter_(0, order, step)  # back in batch order
         adv = step if self.episode_level != "add" else episode + self.step_advantage_weight * step
         metrics = {**summary_metrics("adv/step_", step), "adv/step_groups": float(history[0].groups)}
-        for k in range(self.history_length + 1):  # groups of level k, and the share of rows it credits
+        for k, (_, _, item) in enumerate(levels):  # groups of level k, and the share of rows it credits
             metrics[f"adv/level{k}_groups"] = float(history[k].groups)
-            metrics[f"adv/level{k}_frac"] = float(items[k].sum()) / rows.n
+            metrics[f"adv/level{k}_frac"] = float(item.sum()) / rows.n
         if episode is not None:
             metrics.update(summary_metrics("adv/episode_", episode))
         return adv, metrics
+
+
+def _accumulate(out: torch.Tensor, at: torch.Tensor | None, values: torch.Tensor) -> None:
+    """out (N,) += values (N,) when ``at`` is None, else out[at] += values (M,) (``at`` distinct)."""
+    if at is None:
+        out.add_(values)
+    else:
+        out.index_add_(0, at, values)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """hgpo's nested history groups (gigpo_lab/algorithm/history_groups.py): the one-sort path and the per-level
 path give the partition that a dict of history tuples gives, on the same rows, and hgpo gives the same
-advantages through either."""
+advantages through either; ``level_segments`` keeps exactly the rows that can carry an item, and whether it
+selects them or masks them does not change a bit of hgpo's result."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from hypothesis import strategies as st
 from gigpo_lab.algorithm import compute_advantages, history_groups
 from gigpo_lab.algorithm.grouping import rank
 from gigpo_lab.algorithm.hgpo import HGPO
-from gigpo_lab.algorithm.history_groups import _backs_in_layout, _by_level, _by_one_sort, history_levels
+from gigpo_lab.algorithm.history_groups import (
+    _backs_in_layout,
+    _by_level,
+    _by_one_sort,
+    history_levels,
+    level_segments,
+)
 from gigpo_lab.algorithm.prepare import prepare_rows
 
 EXAMPLES = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -28,8 +35,10 @@ def oracle_partition(rows, k):
 
 
 def partition_of(order, level, n):
-    """Level ids in batch order (N,) list, and which rows are defined, from ``order`` and a HistoryLevel."""
-    ids = torch.empty(n, dtype=torch.int64).scatter_(0, order, level.ids)
+    """Level ids in batch order (N,) list (one per run of the level's ``starts``), and which rows are defined,
+    from ``order`` and a HistoryLevel."""
+    runs = level.starts.long().cumsum(0) - 1
+    ids = torch.empty(n, dtype=torch.int64).scatter_(0, order, runs)
     defined = torch.empty(n, dtype=torch.bool).scatter_(0, order, level.defined)
     return ids.tolist(), defined.tolist()
 
@@ -48,9 +57,7 @@ def prepared(rows):
 @given(rows=batches(max_steps=7, n_anchors=3), depth=st.integers(0, 5))
 def test_both_paths_give_the_tuple_partition(rows, depth):
     prep = prepared(rows)
-    anchor_rank = {a: i for i, a in enumerate(sorted({r.anchor for r in rows}))}
-    width = len(anchor_rank) + 1
-    for order, levels in (history_levels(prep, depth), _by_level_of(prep, depth, width)):
+    for order, levels in (history_levels(prep, depth), _by_level_of(prep, depth)):
         assert sorted(order.tolist()) == list(range(len(rows)))
         for k, level in enumerate(levels):
             ids, defined = partition_of(order, level, len(rows))
@@ -58,7 +65,7 @@ def test_both_paths_give_the_tuple_partition(rows, depth):
             assert defined == [key is not None for key in want]
             keys = [key for key in want if key is not None]
             got = [i for i, d in zip(ids, defined, strict=True) if d]
-            assert same_partition(got, keys)
+            assert same_partition(got, keys)  # so each key is one run: the groups are contiguous
             assert level.groups == len(set(keys))
             # the undefined rows never share a group with a defined one
             assert not {i for i, d in zip(ids, defined, strict=True) if d} & {
@@ -66,9 +73,9 @@ def test_both_paths_give_the_tuple_partition(rows, depth):
             }
 
 
-def _by_level_of(prep, depth, width):
+def _by_level_of(prep, depth):
     """The per-level path on the same rows (history_levels takes it only past int64)."""
-    return _by_level(prep, list(_backs(prep, depth)), width)
+    return _by_level(prep, list(_backs(prep, depth)))
 
 
 def _backs(prep, depth):
@@ -87,7 +94,7 @@ def test_the_shifted_runs_are_the_previous_anchors_of_each_row(rows, depth):
     s_{t-j} read row by row (``_backs``, one gather per j), with the filler where t < j."""
     prep = prepared(rows)
     anchor, n_anchors = rank(prep.anchor)
-    shifted = _backs_in_layout(anchor, prep.step, prep.layout.position, n_anchors, depth)
+    shifted = _backs_in_layout(anchor, prep.layout.position, prep.layout.length, n_anchors, depth)
     for got, want in zip(shifted, _backs(prep, depth), strict=True):
         assert torch.equal(got.index_select(0, prep.layout.position), want)
 
@@ -104,10 +111,10 @@ def test_the_one_sort_path_keeps_each_groups_batch_order(rows, depth):
     for back in _backs(prep, depth):
         full = full * width + back
     order, levels = _by_one_sort(prep, full, width, depth)
-    same = levels[-1].ids[1:] == levels[-1].ids[:-1]
+    same = ~levels[-1].starts[1:]
     assert bool((order[1:][same] > order[:-1][same]).all())
-    for level in levels:  # every level's groups are contiguous runs
-        assert int((level.ids[1:] != level.ids[:-1]).sum()) + 1 == level.num
+    for deeper, level in zip(levels[1:], levels[:-1], strict=False):  # nested: a start is a deeper start
+        assert bool(deeper.starts[level.starts].all())
 
 
 @EXAMPLES
@@ -130,8 +137,8 @@ def test_sorting_the_keys_as_int32_gives_the_int64_order_and_levels(rows, depth)
         history_groups.INT32_KEYS = saved
     assert torch.equal(got_order, want_order)
     for a, b in zip(got, want, strict=True):
-        assert torch.equal(a.ids, b.ids) and torch.equal(a.defined, b.defined)
-        assert (a.num, a.groups) == (b.num, b.groups)
+        assert torch.equal(a.starts, b.starts) and torch.equal(a.defined, b.defined)
+        assert a.groups == b.groups
 
 
 def test_a_history_too_deep_for_int64_takes_the_per_level_path_and_matches_the_oracle():
@@ -156,3 +163,47 @@ def test_a_history_too_deep_for_int64_takes_the_per_level_path_and_matches_the_o
     got = compute_advantages("hgpo", **columns(rows), **params)
     want = torch.tensor(hgpo(rows, **params), dtype=torch.float64)
     torch.testing.assert_close(got, want, rtol=1e-7, atol=1e-6)
+
+
+@EXAMPLES
+@given(
+    rows=batches(max_steps=7, n_anchors=3), depth=st.integers(0, 5), select_below=st.sampled_from([0.0, 2.0])
+)
+def test_level_segments_keep_the_defined_rows_in_groups_of_two_or_more(rows, depth, select_below):
+    """Per level, the rows that ``level_segments`` keeps (selected, or masked) are those with t >= k whose
+    level-k tuple (the oracle's) is shared by another row, and their ids group them by that tuple."""
+    prep = prepared(rows)
+    order, levels = history_levels(prep, depth)
+    saved = history_groups.SELECT_BELOW
+    history_groups.SELECT_BELOW = select_below  # 0: never select (masks); 2: always select
+    try:
+        segments = list(level_segments(levels))
+    finally:
+        history_groups.SELECT_BELOW = saved
+    for k, seg in enumerate(segments):
+        want = oracle_partition(rows, k)
+        shared = {key for key in want if key is not None and want.count(key) >= 2}
+        at = order if seg.rows is None else order.index_select(0, seg.rows)  # batch rows of the M rows
+        kept = torch.ones(at.numel(), dtype=torch.bool) if seg.kept is None else seg.kept
+        assert (seg.rows is None) == (select_below == 0.0)
+        got = sorted(int(i) for i in at[kept])
+        assert got == sorted(i for i, key in enumerate(want) if key in shared)
+        assert same_partition(seg.ids[kept].tolist(), [want[int(i)] for i in at[kept]])
+        assert seg.num == (int(seg.ids.max()) + 1 if seg.ids.numel() else 0)
+
+
+@EXAMPLES
+@given(rows=batches(max_steps=7, n_anchors=3), depth=st.integers(0, 5))
+def test_selecting_or_masking_a_levels_rows_gives_the_same_bits(rows, depth):
+    """``SELECT_BELOW`` is a speed choice only: hgpo computed with every level masked and with every level
+    reduced to its kept rows returns the same floats (a group's sums see the same rows in the same order)."""
+    params = {"history_length": depth, "episode_level": "weighted", "gamma": 0.95}
+    results = []
+    saved = history_groups.SELECT_BELOW
+    for select_below in (0.0, 2.0):
+        history_groups.SELECT_BELOW = select_below
+        try:
+            results.append(compute_advantages("hgpo", **columns(rows), **params))
+        finally:
+            history_groups.SELECT_BELOW = saved
+    assert torch.equal(results[0], results[1])
