@@ -110,7 +110,7 @@ def test_the_one_sort_path_keeps_each_groups_batch_order(rows, depth):
     full = prep.group.clone()
     for back in _backs(prep, depth):
         full = full * width + back
-    order, levels = _by_one_sort(prep, full, width, depth)
+    order, levels = _by_one_sort(full, width, depth)
     same = ~levels[-1].starts[1:]
     assert bool((order[1:][same] > order[:-1][same]).all())
     for deeper, level in zip(levels[1:], levels[:-1], strict=False):  # nested: a start is a deeper start
@@ -119,20 +119,17 @@ def test_the_one_sort_path_keeps_each_groups_batch_order(rows, depth):
 
 @EXAMPLES
 @given(rows=batches(max_steps=7, n_anchors=3), depth=st.integers(0, 5))
-def test_sorting_the_keys_as_int32_gives_the_int64_order_and_levels(rows, depth):
-    """Below ``INT32_KEYS`` the keys are cast to int32 before the sort, for speed only: the order and every
-    level must be what the int64 sort of the same keys gives."""
+def test_int32_keys_give_the_int64_order_and_levels(rows, depth):
+    """Below ``INT32_KEYS`` the keys are built and sorted as int32, for speed only: the order and every level
+    must be what the int64 keys give."""
     prep = prepared(rows)
     width = len({r.anchor for r in rows}) + 1
-    full = prep.group.clone()
-    for back in _backs(prep, depth):
-        full = full * width + back
-    got_order, got = _by_one_sort(prep, full, width, depth)  # int32 here: a few groups, small widths
-    assert prep.n_groups * width ** (depth + 1) < history_groups.INT32_KEYS
+    assert prep.n_groups * width ** (depth + 1) < history_groups.INT32_KEYS  # a few groups, small widths
+    got_order, got = history_levels(prep, depth)
     saved = history_groups.INT32_KEYS
-    history_groups.INT32_KEYS = 0  # every key is "too large": the int64 sort
+    history_groups.INT32_KEYS = 0  # every key is "too large": int64
     try:
-        want_order, want = _by_one_sort(prep, full, width, depth)
+        want_order, want = history_levels(prep, depth)
     finally:
         history_groups.INT32_KEYS = saved
     assert torch.equal(got_order, want_order)
