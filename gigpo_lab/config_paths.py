@@ -147,6 +147,14 @@ def compose_config(overrides: list[str] | tuple[str, ...] = (), return_hydra_con
         )
 
 
+def quoted_override(key: str, value: object) -> str:
+    """``key='value'``: an override whose value Hydra takes as it is. Unquoted, a path that holds ``=``, ``,``
+    or brackets (a folder named after overrides, ``seed_robustness.py``'s default) fails to parse; inside
+    quotes only a quote and ``${`` need escaping."""
+    text = str(value).replace("'", "\\'").replace("${", "\\${")
+    return f"{key}='{text}'"
+
+
 def hydra_choices() -> dict[str, str]:
     """The option chosen in each config group of the running Hydra job (``{"model": "tiny", ...}``); ``{}``
     outside a Hydra job (``compose_config``, ``train(cfg)`` from Python)."""

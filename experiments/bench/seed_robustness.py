@@ -54,23 +54,28 @@ def _run(job: tuple[list[str], int, str]) -> dict:
     out = Path(root) / f"seed{seed}"
     out.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{out / 'mlflow.db'}"
-    cfg = compose_config(
-        [
-            *overrides,
-            f"seed={seed}",
-            "lightning.num_threads=1",
-            "lightning.progress_bar=false",
-            f"tracking.uri={uri}",
-            f"output_dir={out / 'run'}",
-        ]
-    )
     start = time.perf_counter()
-    try:
-        train(cfg)
+    try:  # a failed seed is reported as text (a worker's exception may not pickle back), not hidden
+        train(compose_config(seed_overrides(overrides, seed, out)))
         error = None
-    except Exception as err:  # a failed seed is reported, not hidden
+    except Exception as err:
         error = f"{type(err).__name__}: {err}"[:300]
     return {"seed": seed, "uri": uri, "wall": time.perf_counter() - start, "error": error}
+
+
+def seed_overrides(overrides: list[str], seed: int, out: Path) -> list[str]:
+    """The overrides of one seed's run under ``out``. Its paths are quoted: the folder is named after the
+    overrides unless ``--name`` is given, and an unquoted ``=`` in a path does not parse."""
+    from gigpo_lab.config_paths import quoted_override
+
+    return [
+        *overrides,
+        f"seed={seed}",
+        "lightning.num_threads=1",
+        "lightning.progress_bar=false",
+        quoted_override("tracking.uri", f"sqlite:///{out / 'mlflow.db'}"),
+        quoted_override("output_dir", out / "run"),
+    ]
 
 
 def _resumed(root: Path, seed: int, resume: bool) -> list[str]:
@@ -211,6 +216,15 @@ def main(argv: list[str] | None = None) -> None:
     import lightning  # noqa: F401
 
     import gigpo_lab.train  # noqa: F401  (imported once here, shared by the forked workers)
+    from gigpo_lab.config_paths import compose_config
+
+    try:  # a bad override stops here, before any seed starts
+        compose_config(seed_overrides(list(args.overrides), args.first_seed, root / "check"))
+    except Exception as err:
+        raise SystemExit(
+            "seed_robustness.py: the overrides do not compose: "
+            + " ".join(str(err).split("Config search path")[0].split())  # one line, with the options
+        ) from None
 
     start = time.perf_counter()
     if args.read_only:

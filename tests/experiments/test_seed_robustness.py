@@ -1,5 +1,6 @@
 """The collapse counts of experiments/bench/seed_robustness.py against a brute-force oracle of their
-definitions (issue #12's collapse, and a relapse: a collapse after the invalid rate had settled)."""
+definitions (issue #12's collapse, and a relapse: a collapse after the invalid rate had settled); the
+overrides each seed composes, from a folder named after overrides; and the refusal of a bad override."""
 
 from __future__ import annotations
 
@@ -110,3 +111,25 @@ def test_resume_reads_a_finished_seed_and_continues_a_killed_one_from_its_checkp
     for row in rows:  # the curves plot_curves.py draws: an eval at every iteration (TINY), the steps growing
         assert len(row["evals"]) == len(row["eval_steps"]) == 7 and len(row["rollouts"]) == 6
         assert row["eval_steps"] == sorted(row["eval_steps"]) and row["eval_steps"][-1] > 0
+
+
+def test_a_seed_composes_under_a_folder_named_after_its_overrides(tmp_path):
+    """Without ``--name`` the folder is the overrides themselves (``loss.clip_low=0.2`` …): its ``=`` and
+    ``,`` once made every seed fail to compose. Quoted, the run gets exactly these paths."""
+    from gigpo_lab.config_paths import compose_config
+
+    out = tmp_path / "loss=gspo_loss.clip_low=0.2_x=[1,2]_it's_${y}" / "seed4"
+    cfg = compose_config(seed_robustness.seed_overrides(["loss=gspo", "loss.clip_low=0.2"], 4, out))
+    assert cfg.output_dir == str(out / "run")
+    assert cfg.tracking.uri == f"sqlite:///{out / 'mlflow.db'}"
+    assert (cfg.seed, cfg.loss.clip_low) == (4, 0.2)
+
+
+def test_a_bad_override_stops_before_any_seed_with_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        seed_robustness.main(["--seeds", "2", "--root", str(tmp_path), "--", "loss=nope"])
+    message = str(stop.value)
+    assert message.startswith("seed_robustness.py: the overrides do not compose:") and "nope" in message
+    assert "gspo" in message and "ppo" in message  # the valid options
+    assert "\n" not in message
+    assert not any(tmp_path.rglob("mlflow.db"))  # no seed trained
