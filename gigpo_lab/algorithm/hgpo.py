@@ -51,8 +51,8 @@ as in the recipe, which keys on states only; grouping on actions too would need 
 Vectorised: the nested groups come from one sort of the deepest key (``history_groups.py``), and the
 statistics are segment sums over the rows that can carry an item at each level (defined, in a group of two or
 more; ``level_segments``). A Python loop runs over the K + 1 levels only. The weighted mean adds its items
-in order, level 0 first (A^E first under ``weighted``); up to four items that is also the order of a torch
-sum over them, and with five or more it can differ from one in the last bit.
+in order, level 0 first (A^E first under ``weighted``); with up to four levels that is also the order of a
+torch sum over the stacked (levels, N) items, and with five or more such a sum can differ in the last bit.
 """
 
 from __future__ import annotations

@@ -109,8 +109,8 @@ def level_segments(levels: list[HistoryLevel]) -> Iterator[LevelSegments]:
 def _backs_in_layout(
     anchor: torch.Tensor, position: torch.Tensor, length: torch.Tensor, n_anchors: int, depth: int
 ) -> list[torch.Tensor]:
-    """s_{t-j} for j = 0..K, each (N,) int64 in (traj, t) order, ``n_anchors`` where t < j. ``anchor`` (N,)
-    is in batch order, ``position`` (N,) its place in (traj, t) order and ``length`` (n_traj,) the
+    """s_{t-j} for j = 0..K, each (N,) in (traj, t) order and in ``anchor``'s dtype (int32 or int64),
+    ``n_anchors`` where t < j. ``anchor`` (N,) is in batch order, ``position`` (N,) its place in (traj, t) order and ``length`` (n_traj,) the
     trajectories' T. A trajectory is a contiguous run there, so s_{t-j} is the run shifted by j places (a
     slice, no gather); the first j places of each run, which the shift fills from the run before, then take
     ``n_anchors``."""

@@ -190,17 +190,60 @@ def test_level_segments_keep_the_defined_rows_in_groups_of_two_or_more(rows, dep
 
 
 @EXAMPLES
-@given(rows=batches(max_steps=7, n_anchors=3), depth=st.integers(0, 5))
-def test_selecting_or_masking_a_levels_rows_gives_the_same_bits(rows, depth):
-    """``SELECT_BELOW`` is a speed choice only: hgpo computed with every level masked and with every level
-    reduced to its kept rows returns the same floats (a group's sums see the same rows in the same order)."""
-    params = {"history_length": depth, "episode_level": "weighted", "gamma": 0.95}
+@given(
+    rows=batches(max_steps=7, n_anchors=3),
+    depth=st.integers(0, 5),
+    mode=st.sampled_from(["mean_norm", "mean_std_norm"]),
+    population_std=st.booleans(),
+    episode_level=st.sampled_from(["none", "weighted", "add"]),
+)
+def test_selecting_or_masking_a_levels_rows_gives_the_same_bits(
+    rows, depth, mode, population_std, episode_level
+):
+    """``SELECT_BELOW`` is a speed choice only: hgpo with every level masked, every level reduced to its kept
+    rows, and the mixes in between (a level masked within an earlier level's selection) returns the same
+    floats (a group's sums see the same rows in the same order)."""
+    params = {
+        "history_length": depth,
+        "mode": mode,
+        "population_std": population_std,
+        "episode_level": episode_level,
+        "gamma": 0.95,
+    }
     results = []
     saved = history_groups.SELECT_BELOW
-    for select_below in (0.0, 2.0):
+    for select_below in (0.0, 0.5, 0.75, 0.9, 2.0):
         history_groups.SELECT_BELOW = select_below
         try:
             results.append(compute_advantages("hgpo", **columns(rows), **params))
         finally:
             history_groups.SELECT_BELOW = saved
-    assert torch.equal(results[0], results[1])
+    for other in results[1:]:
+        assert torch.equal(results[0], other)
+
+
+def test_a_level_masked_within_an_earlier_selection_gives_the_same_bits():
+    """The mixed path, which small random batches rarely reach: level 0 keeps 10 of 21 rows (ten singleton
+    starts and one more), so it selects; level 1 keeps 6 of those 10, so at ``SELECT_BELOW = 0.55`` it masks
+    within level 0's selection. Same floats as never and always selecting."""
+    rows = [Row(0, 100 + i, 0, 0.5 * i, i, False) for i in range(10)]  # ten singletons at level 0
+    for traj, path in enumerate([[20, 21, 22], [20, 21, 22], [20, 21, 22], [23, 21]]):
+        rows += [Row(0, traj, t, float(traj + t * t), s, traj == 1) for t, s in enumerate(path)]
+    prep = prepared(rows)
+    order, levels = history_levels(prep, 1)
+    saved = history_groups.SELECT_BELOW
+    results = []
+    try:
+        history_groups.SELECT_BELOW = 0.55
+        level0, level1 = level_segments(levels)
+        assert level0.rows is not None and level0.kept is None and level0.rows.numel() == 10
+        assert level1.rows is not None and level1.kept is not None and int(level1.kept.sum()) == 6
+        for select_below in (0.55, 0.0, 2.0):
+            history_groups.SELECT_BELOW = select_below
+            for mode in ("mean_norm", "mean_std_norm"):
+                results.append(compute_advantages("hgpo", **columns(rows), history_length=1, mode=mode))
+    finally:
+        history_groups.SELECT_BELOW = saved
+    assert bool((results[0] != 0).any())
+    for i in range(2, len(results)):
+        assert torch.equal(results[i], results[i % 2])
