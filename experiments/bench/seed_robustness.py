@@ -53,14 +53,18 @@ def _run(job: tuple[list[str], int, str]) -> dict:
 
     out = Path(root) / f"seed{seed}"
     out.mkdir(parents=True, exist_ok=True)
-    uri = f"sqlite:///{out / 'mlflow.db'}"
     start = time.perf_counter()
     try:  # a failed seed is reported as text (a worker's exception may not pickle back), not hidden
         train(compose_config(seed_overrides(overrides, seed, out)))
         error = None
     except Exception as err:
         error = f"{type(err).__name__}: {err}"[:300]
-    return {"seed": seed, "uri": uri, "wall": time.perf_counter() - start, "error": error}
+    return {"seed": seed, "uri": _store_uri(out), "wall": time.perf_counter() - start, "error": error}
+
+
+def _store_uri(out: Path) -> str:
+    """The MLflow store of the seed whose folder is ``out``."""
+    return f"sqlite:///{out / 'mlflow.db'}"
 
 
 def seed_overrides(overrides: list[str], seed: int, out: Path) -> list[str]:
@@ -73,7 +77,7 @@ def seed_overrides(overrides: list[str], seed: int, out: Path) -> list[str]:
         f"seed={seed}",
         "lightning.num_threads=1",
         "lightning.progress_bar=false",
-        quoted_override("tracking.uri", f"sqlite:///{out / 'mlflow.db'}"),
+        quoted_override("tracking.uri", _store_uri(out)),
         quoted_override("output_dir", out / "run"),
     ]
 
@@ -102,14 +106,14 @@ def _finished(root: Path, seeds) -> list[dict]:
 
     out = []
     for seed in seeds:
-        db = root / f"seed{seed}" / "mlflow.db"
-        if not db.is_file():
+        if not (root / f"seed{seed}" / "mlflow.db").is_file():
             continue
-        client = mlflow.MlflowClient(f"sqlite:///{db}")
+        uri = _store_uri(root / f"seed{seed}")
+        client = mlflow.MlflowClient(uri)
         runs = client.search_runs([e.experiment_id for e in client.search_experiments()], max_results=1)
         if runs and runs[0].info.status == "FINISHED":
             wall = float(runs[0].data.tags.get("wall_s", "nan"))
-            out.append({"seed": seed, "uri": f"sqlite:///{db}", "wall": wall, "error": None})
+            out.append({"seed": seed, "uri": uri, "wall": wall, "error": None})
     return out
 
 

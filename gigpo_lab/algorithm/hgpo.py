@@ -194,23 +194,29 @@ class HGPO(Estimator):
         order, history = history_levels(rows, self.history_length)  # levels in one row order
         levels = self.level_items(history, returns.index_select(0, order))
         weight = (torch.arange(len(levels), dtype=torch.float64) + 2.0).pow(self.length_weight_alpha)
-        parts = [(*level, w) for level, w in zip(levels, weight.tolist(), strict=True)]  # (at, a, item, w)
+        # (at, a, w_k on the items and 0 elsewhere) per level, each (M,) over the level's rows ``at``
+        parts = [
+            (at, a, item.to(torch.float64) * w)
+            for (at, a, item), w in zip(levels, weight.tolist(), strict=True)
+        ]
         episode = None
         if self.episode_level != "none":
             episode = episode_advantages(rows, self.episode)
         if self.episode_level == "weighted":  # the recipe's base_group: one item of weight 1 ** alpha = 1
             ordered = episode.index_select(0, order)
             has = ordered != 0
-            parts.insert(0, (None, torch.where(has, ordered, torch.zeros_like(ordered)), has, 1.0))
+            parts.insert(
+                0, (None, torch.where(has, ordered, torch.zeros_like(ordered)), has.to(torch.float64))
+            )
         # A^H = sum_k (w_k / W) a_k with W = sum_k w_k over the row's items (the recipe's aggregate_items),
         # each sum taken in item order, level by level over the level's rows
         total = torch.zeros_like(returns)
-        for at, _, item, w in parts:
-            _accumulate(total, at, item.to(torch.float64) * w)
+        for at, _, item_weight in parts:
+            _accumulate(total, at, item_weight)
         total = torch.where(total > 0, total, torch.ones_like(total))
         step = torch.zeros_like(returns)
-        for at, a, item, w in parts:
-            share = item.to(torch.float64) * w / (total if at is None else total.index_select(0, at))
+        for at, a, item_weight in parts:
+            share = item_weight / (total if at is None else total.index_select(0, at))
             _accumulate(step, at, share * a)
         step = torch.empty_like(returns).scatter_(0, order, step)  # back in batch order
         adv = step if self.episode_level != "add" else episode + self.step_advantage_weight * step

@@ -110,10 +110,10 @@ def _backs_in_layout(
     anchor: torch.Tensor, position: torch.Tensor, length: torch.Tensor, n_anchors: int, depth: int
 ) -> list[torch.Tensor]:
     """s_{t-j} for j = 0..K, each (N,) in (traj, t) order and in ``anchor``'s dtype (int32 or int64),
-    ``n_anchors`` where t < j. ``anchor`` (N,) is in batch order, ``position`` (N,) its place in (traj, t) order and ``length`` (n_traj,) the
-    trajectories' T. A trajectory is a contiguous run there, so s_{t-j} is the run shifted by j places (a
-    slice, no gather); the first j places of each run, which the shift fills from the run before, then take
-    ``n_anchors``."""
+    ``n_anchors`` where t < j. ``anchor`` (N,) is in batch order, ``position`` (N,) its place in (traj, t)
+    order and ``length`` (n_traj,) the trajectories' T. A trajectory is a contiguous run there, so s_{t-j} is
+    the run shifted by j places (a slice, no gather); the first j places of each run, which the shift fills
+    from the run before, then take ``n_anchors``."""
     anchor_at = torch.empty_like(anchor).scatter_(0, position, anchor)
     first = torch.cumsum(length, 0) - length  # (n_traj,) where each run starts
     backs = [anchor_at]
