@@ -102,9 +102,13 @@ def print_sweep_header(sweep_id: str, overrides: str, uri: str, folder: str) -> 
     _write(f"{head}\n  store   {uri}\n  output  {folder}")
 
 
-def print_sweep_summary(sweep_id: str, jobs: int, failed: int, uri: str) -> None:
-    """The end of a sweep: how many jobs finished, where the store is, and what to run next."""
+def print_sweep_summary(
+    sweep_id: str, jobs: int, failed: int, uri: str, incomplete: str | None = None
+) -> None:
+    """The end of a sweep: how many jobs finished (and why it is incomplete), where the store is, and what to
+    run next."""
     status = f"{jobs - failed} of {jobs} jobs finished" + (f", {failed} FAILED" if failed else "")
+    status += f"; sweep FAILED: {incomplete}" if incomplete else ""
     _write(
         f"gigpo-lab: sweep {sweep_id}: {status}\n  MLflow   {uri}\n"
         f"  next:    gigpo-lab compare --sweep-id {sweep_id} --store {uri}\n"

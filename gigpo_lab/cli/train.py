@@ -81,18 +81,22 @@ class Job:
     enter through the same command. A copy of the job in another process (a joblib or submitit worker) keeps
     that process's own command line."""
 
-    def __init__(self, launch_argv: list[str] | None) -> None:
+    def __init__(self, launch_argv: list[str] | None, state: SweepState | None = None) -> None:
         self.launch_argv = launch_argv
         self.error: Exception | None = None
+        #: the launcher's sweep state: a job does not start once SIGTERM has reached the launcher
+        self.state = state
 
     def __getstate__(self) -> dict:
-        return {"launch_argv": None, "error": None}
+        return {"launch_argv": None, "error": None, "state": None}
 
     def __call__(self, cfg: DictConfig) -> float | None:
         from hydra.core.hydra_config import HydraConfig
 
         from gigpo_lab.train import record_failed_job, train
 
+        if self.state is not None:
+            self.state.stop_if_terminated()
         if self.launch_argv is not None:
             sys.argv = list(self.launch_argv)
         verbose = bool(cfg.get("verbose", False))
@@ -120,7 +124,7 @@ def print_sweep_event(event: SweepStarted | SweepEnded) -> None:
     if isinstance(event, SweepStarted):
         print_sweep_header(event.sweep_id, event.overrides, event.uri, event.folder)
     else:
-        print_sweep_summary(event.sweep_id, event.jobs, event.failed, event.uri)
+        print_sweep_summary(event.sweep_id, event.jobs, event.failed, event.uri, event.incomplete)
 
 
 def _verbose(args: list[str]) -> bool:
@@ -186,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     traceback_wanted = _wants_traceback(args)
     configure_output(verbose)
     state = SweepState(notify=print_sweep_event)
-    job = Job(list(sys.argv))
+    job = Job(list(sys.argv), state)
     task = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(job)
     try:
         with (
@@ -197,10 +201,14 @@ def main(argv: list[str] | None = None) -> None:
             task()
         if job.error is not None:
             raise job.error
-        if state.terminated is not None:
-            raise state.terminated
-    except BaseException as err:
+        state.stop_if_terminated()
+    except BaseException as caught:
+        # a SIGTERM that reached the launcher is the reason, whatever it became on the way up (Lightning's
+        # SIGTERMException exits 0; a swallowed one let the sweep return)
+        err = state.terminated or caught
         fail_open_sweeps(state, err)
+        if err is not caught:
+            raise err from caught
         if traceback_wanted or isinstance(err, SystemExit | KeyboardInterrupt):
             raise
         code, message = explain(err)

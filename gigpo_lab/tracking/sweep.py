@@ -4,7 +4,7 @@
 first job it creates the parent run and exports its id and the sweep id in the environment, which the
 jobs inherit whatever the launcher (in-process, joblib workers, submitit/SLURM with the default
 ``--export=ALL``). After the last job it tags the parent with the jobs' outcome and closes it; if any job
-failed, it marks the parent FAILED.
+failed, or did not run (a SIGTERM, a launcher that stopped early), it marks the parent FAILED with the reason.
 
 What the launcher learns on the way (the parent runs still open, each sweep's outcome, a SIGTERM) is kept in
 one ``SweepState``, made by ``gigpo-lab train`` (``gigpo_lab.cli.train``) and read by it once Hydra returns: it
@@ -54,16 +54,17 @@ class SweepEnded:
     jobs: int
     failed: int
     uri: str
+    #: Why the sweep is incomplete beyond its failed jobs (SIGTERM, jobs that never ran), else ``None``.
+    incomplete: str | None = None
 
     @property
     def failure(self) -> str | None:
-        """One sentence when some jobs failed, else ``None``."""
-        if not self.failed:
+        """One sentence when some jobs failed or the sweep is incomplete, else ``None``."""
+        if not self.failed and not self.incomplete:
             return None
-        return (
-            f"{self.failed} of {self.jobs} jobs of sweep {self.sweep_id} failed; the others finished. "
-            f"See `gigpo-lab compare --sweep-id {self.sweep_id}` and each failed run's log"
-        )
+        said = f"{self.failed} of {self.jobs} jobs of sweep {self.sweep_id} failed"
+        said += f"; {self.incomplete}" if self.incomplete else "; the others finished"
+        return f"{said}. See `gigpo-lab compare --sweep-id {self.sweep_id}` and each failed run's log"
 
 
 def _log_event(event: SweepStarted | SweepEnded) -> None:
@@ -98,6 +99,13 @@ class SweepState:
     #: on its way up (inside a Hydra callback).
     terminated: Terminated | None = None
 
+    def stop_if_terminated(self) -> None:
+        """Raise the recorded SIGTERM again, if one landed: a signal whose exception was swallowed on its way up
+        (raised inside a finalizer, where Python prints "Exception ignored" and carries on) must still stop
+        the sweep before its next job."""
+        if self.terminated is not None:
+            raise self.terminated
+
     def failures(self) -> list[str]:
         """A sentence for each sweep with failed jobs."""
         return [e.failure for e in self.ended if e.failure]
@@ -108,7 +116,16 @@ class SweepState:
         bytecodes of whatever it was doing, which may be a write to the same sqlite store (a job's child run
         logging an iteration). That write holds the store's lock until it unwinds, so a write from here waited
         out MLflow's 20-second busy timeout, failed, and left the parent RUNNING (the flaky
-        ``test_sigterm_to_the_launcher_ends_its_parent_run_failed``)."""
+        ``test_sigterm_to_the_launcher_ends_its_parent_run_failed``).
+
+        The raised exception may also never arrive: Python swallows an exception raised inside a finalizer
+        (``__del__``, a weakref callback such as SQLAlchemy's pool finalizers, which run in the middle of the
+        store's writes) and prints "Exception ignored". That was the FINISHED-after-SIGTERM race: the signal
+        landed after the first job's fit (Lightning's handler gone), inside a finalizer; the job ended its run
+        FINISHED, the second job ran to its end, and ``on_multirun_end`` saw every child FINISHED and closed the
+        parent FINISHED, while the command still exited 143 from this flag. So the flag, not the exception, is
+        the truth: no job starts once it is set (``stop_if_terminated``), and a parent closed after it is
+        FAILED (``MlflowSweepCallback._incomplete``)."""
         self.terminated = Terminated(128 + signum)
         raise self.terminated
 
@@ -121,12 +138,17 @@ _CURRENT: ContextVar[SweepState | None] = ContextVar("gigpo_lab_sweep_state", de
 
 @contextlib.contextmanager
 def sweep_scope(state: SweepState) -> Iterator[SweepState]:
-    """Within this block, the sweep callbacks Hydra builds record into ``state``."""
+    """Within this block, the sweep callbacks Hydra builds record into ``state``; SIGTERM's handler is put
+    back as it was afterwards (``_exit_on_sigterm`` replaces it for the sweep)."""
     token = _CURRENT.set(state)
+    on_main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGTERM) if on_main else None
     try:
         yield state
     finally:
         _CURRENT.reset(token)
+        if on_main:
+            signal.signal(signal.SIGTERM, handler if handler is not None else signal.SIG_DFL)
 
 
 def sweep_context() -> tuple[str | None, str | None]:
@@ -157,6 +179,8 @@ class MlflowSweepCallback(Callback):
     def __init__(self, state: SweepState | None = None) -> None:
         self.tracker = None
         self.state = state or _CURRENT.get() or SweepState()
+        #: The number of jobs the sweeper will launch, when it can be known in advance (``planned_jobs``).
+        self.planned: int | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         choices = config.hydra.runtime.choices
@@ -174,6 +198,9 @@ class MlflowSweepCallback(Callback):
         # a short display name (the UI's name column is narrow); the full id is the sweep_id tag
         self.tracker = _tracker(config, run_name=f"{label} {time.strftime('%H:%M')}", tags=tags)
         self.tracker.check_reachable()
+        self.planned = planned_jobs(config)
+        if self.planned is not None:
+            tags["jobs_planned"] = str(self.planned)
         run_id = self.tracker.start()
         self.state.open_parents.append(self.tracker)
         _exit_on_sigterm(self.state)
@@ -201,14 +228,44 @@ class MlflowSweepCallback(Callback):
         )
         statuses = [r.info.status for r in children]
         failed = sum(s != "FINISHED" for s in statuses)
-        self.tracker.set_tags({"jobs": len(statuses), "jobs_failed": failed})
-        self.tracker.end("FAILED" if failed else "FINISHED")
+        incomplete = self._incomplete(len(statuses))
+        tags = {"jobs": len(statuses), "jobs_failed": failed}
+        if incomplete:
+            tags["error"] = incomplete
+        self.tracker.set_tags(tags)
+        # decided by the one read of the signal's flag above: a SIGTERM that lands after it finds every planned
+        # job run and ended, which is what FINISHED says
+        self.tracker.end("FAILED" if failed or incomplete else "FINISHED")
         self.state.open_parents.remove(
             self.tracker
         )  # only now: a SIGTERM before this line still finds it open
-        ended = SweepEnded(sweep_id, len(statuses), failed, self.tracker.uri)
+        ended = SweepEnded(sweep_id, len(statuses), failed, self.tracker.uri, incomplete)
         self.state.ended.append(ended)
         self.state.notify(ended)
+
+    def _incomplete(self, jobs: int) -> str | None:
+        """Why a sweep whose sweeper returned is still not complete, else ``None``: SIGTERM reached the launcher
+        (its exception may have been swallowed on the way up, and the jobs after it skipped), or fewer jobs
+        have runs than were planned."""
+        if self.state.terminated is not None:
+            return f"{type(self.state.terminated).__name__}: {self.state.terminated}"
+        if self.planned is not None and jobs < self.planned:
+            return f"{self.planned - jobs} of {self.planned} planned jobs never ran"
+        return None
+
+
+def planned_jobs(config: DictConfig) -> int | None:
+    """How many jobs Hydra's basic sweeper will launch for ``config`` (its ``params`` and the command's sweep
+    overrides, expanded as it expands them); ``None`` for another sweeper (Optuna decides as it goes)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweeper = config.hydra.sweeper
+    if sweeper.get("_target_") != f"{BasicSweeper.__module__}.{BasicSweeper.__name__}":
+        return None
+    params = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()]
+    overrides = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
+    return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
 
 
 def _exit_on_sigterm(state: SweepState) -> None:

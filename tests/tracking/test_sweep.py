@@ -102,3 +102,32 @@ def test_sigterm_to_the_launcher_ends_its_parent_run_failed(tmp_path):
     assert proc.returncode == 143, err[-2000:]
     (parent,) = [r for r in _runs(store) if r.data.tags.get("gigpo_lab.role") == "sweep-parent"]
     assert parent.info.status == "FAILED" and "SIGTERM" in parent.data.tags["error"]
+
+
+@pytest.mark.parametrize("point", ["fit", "fit-swallowed", "job-end-swallowed", "multirun-end-swallowed"])
+def test_sigterm_at_each_point_of_a_sweep_ends_its_parent_failed_and_nothing_overwrites_it(tmp_path, point):
+    """SIGTERM delivered at each point of a two-job sweep (``sigterm_points.py``), including where its
+    exception is swallowed on the way up (raised inside a finalizer): the command exits 143 and the parent
+    run ends FAILED with the reason, never FINISHED; no job starts after the signal."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from tiny_sizes import TINY
+
+    env = {**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "OMP_NUM_THREADS": "1"}
+    args = ["-m", *TINY, "hydra/launcher=local", "hydra.launcher.n_jobs=1", "seed=0,1"]
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tests/tracking/sigterm_points.py"), point, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 143, done.stderr[-3000:]
+    runs = _runs(tmp_path / "mlflow.db")
+    (parent,) = [r for r in runs if r.data.tags.get("gigpo_lab.role") == "sweep-parent"]
+    assert parent.info.status == "FAILED", (point, parent.data.tags, done.stderr[-3000:])
+    assert "SIGTERM" in parent.data.tags["error"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    started_after = {"fit": 1, "fit-swallowed": 1, "job-end-swallowed": 1, "multirun-end-swallowed": 2}[point]
+    assert len(children) == started_after  # the second job never starts once the signal has landed
+    assert all(r.info.status in ("FINISHED", "FAILED") for r in children)

@@ -13,6 +13,14 @@ from gigpo_lab.tracking import sweep
 from gigpo_lab.tracking.mlflow_tracker import MlflowTracker
 
 
+@pytest.fixture(autouse=True)
+def _sigterm_handler_restored():
+    """``on_multirun_start`` installs the launcher's SIGTERM handler; this worker process gets its own back."""
+    handler = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, handler)
+
+
 @pytest.fixture
 def state():
     """The launcher's sweep state, as ``gigpo-lab train`` makes it."""
@@ -59,3 +67,77 @@ def test_a_parent_run_that_cannot_be_ended_stays_open_for_the_next_call(parent, 
     sweep.fail_open_sweeps(state, err)
     assert _status(parent) == ("FAILED", "RuntimeError: the launcher died")
     assert state.open_parents == []
+
+
+def _sweep_config(tmp_path, overrides: list[str], command_line: list[str] = ()):
+    """A sweep's composed config with its Hydra node, as the launcher sees it: ``overrides`` composed, and
+    ``command_line`` (sweep overrides such as ``seed=0,1``, which compose refuses) added to the task overrides."""
+    from omegaconf import OmegaConf, open_dict
+
+    from gigpo_lab.config_paths import compose_config
+
+    cfg = compose_config(
+        [*overrides, f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"], return_hydra_config=True
+    )
+    with open_dict(cfg):
+        OmegaConf.update(cfg, "hydra.overrides.task", [*cfg.hydra.overrides.task, *command_line])
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("overrides", "command_line", "expected"),
+    [
+        (["sweeps=estimators"], [], 7 * 3),  # its params: 7 estimators x seeds 0,1,2
+        (["sweeps=estimators"], ["seed=0,1"], 7 * 2),  # the command's sweep replaces the file's
+        ([], ["estimator=grpo,gigpo", "seed=range(0,5)", "loss.clip_ratio=0.1,0.2"], 2 * 5 * 2),
+        ([], ["seed=3"], 1),
+    ],
+)
+def test_planned_jobs_expands_the_grid_as_the_basic_sweeper_does(tmp_path, overrides, command_line, expected):
+    assert sweep.planned_jobs(_sweep_config(tmp_path, overrides, command_line)) == expected
+
+
+def test_another_sweeper_has_no_plan(tmp_path):
+    from omegaconf import open_dict
+
+    cfg = _sweep_config(tmp_path, ["sweeps=estimators"])
+    with open_dict(cfg):
+        cfg.hydra.sweeper._target_ = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+    assert sweep.planned_jobs(cfg) is None
+
+
+def test_a_sweep_whose_jobs_did_not_all_run_ends_failed_with_the_count(tmp_path, state, monkeypatch):
+    """The sweeper returned, but one planned job has no run (a launcher that stopped early): FAILED, and the
+    reason says how many never ran; the command's summary says it too."""
+    for env in (sweep.PARENT_ENV, sweep.SWEEP_ENV):
+        monkeypatch.delenv(env, raising=False)
+    cfg = _sweep_config(tmp_path, [], ["seed=0,1"])
+    callback = sweep.MlflowSweepCallback(state)
+    callback.on_multirun_start(cfg)
+    assert callback.planned == 2
+    child = MlflowTracker(
+        callback.tracker.uri, cfg.tracking.experiment, parent_run_id=callback.tracker.run_id
+    )
+    child.start()
+    child.end("FINISHED")
+    callback.on_multirun_end(cfg)
+    assert _status(callback.tracker) == ("FAILED", "1 of 2 planned jobs never ran")
+    (ended,) = state.ended
+    assert "1 of 2 planned jobs never ran" in ended.failure and state.open_parents == []
+
+
+def test_a_sweep_that_ran_every_job_ends_finished(tmp_path, state, monkeypatch):
+    for env in (sweep.PARENT_ENV, sweep.SWEEP_ENV):
+        monkeypatch.delenv(env, raising=False)
+    cfg = _sweep_config(tmp_path, [], ["seed=0,1"])
+    callback = sweep.MlflowSweepCallback(state)
+    callback.on_multirun_start(cfg)
+    for _ in range(2):
+        child = MlflowTracker(
+            callback.tracker.uri, cfg.tracking.experiment, parent_run_id=callback.tracker.run_id
+        )
+        child.start()
+        child.end("FINISHED")
+    callback.on_multirun_end(cfg)
+    assert _status(callback.tracker) == ("FINISHED", None)
+    assert state.failures() == []
