@@ -9,15 +9,17 @@ game; ``textworld.generator.compile_game`` writes ``<name>.json`` (the game: wor
 Cache layout::
 
     <cache root>/<challenge>-<hash of challenge, settings and textworld's version>/
-        g<generation seed>.z8  .json  .ni
+        g<generation seed>.z8  .json  .ni  .done
 
 The cache root is ``env.cache_dir``, else ``$GIGPO_LAB_CACHE/textworld``, else ``~/.cache/gigpo_lab/textworld``.
 A game's generation seed derives from (run seed, ``train``, index) for the training games and from
 (``eval``, index) for the evaluation games, so every run evaluates on the same games and training games
 never include one of them (a generated training game whose initial state and objective equal an evaluation
-game's is replaced by the next seed). Missing games are generated in a process pool; each is written in a
-temporary folder beside the cache and moved in with ``os.replace``, ``.z8`` last, so concurrent runs that
-generate the same game do not clash (the same seed gives the same files).
+game's is replaced by the next seed). A game is whole or absent: it is written in a temporary folder inside
+the cache and moved in, its ``.done`` marker (the files' sizes) last, and only a game whose marker matches
+its files is read (:mod:`gigpo_lab.envs.textworld_cache`). Missing games are generated in parallel by worker
+processes, each game handed to one worker; a game whose worker dies is retried once, then the run stops
+with one line naming the game (:mod:`gigpo_lab.envs.textworld_generation`).
 
 User games: ``games`` and ``eval_games`` are a glob or a list of files or globs of compiled games
 (``.z8`` or ``.ulx``) each with its ``.json`` beside it (``tw-make`` writes both). :func:`resolve_user_games`
@@ -31,25 +33,16 @@ import glob as globlib
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
-from multiprocessing import current_process, get_context
 from pathlib import Path
 from typing import Any
 
+from gigpo_lab.envs.textworld_generation import generate
 from gigpo_lab.errors import ConfigError
 
-#: The challenge names of the presets -> the names in ``textworld.challenges.CHALLENGES``.
-CHALLENGES = {
-    "coin_collector": "tw-coin_collector",
-    "treasure_hunter": "tw-treasure_hunter",
-    "cooking": "tw-cooking",
-}
 #: The file extensions of compiled games that ``textworld.start`` plays.
 GAME_EXTENSIONS = (".z8", ".ulx")
 #: How many generation seeds past the needed ones to try when a training game repeats an evaluation game.
@@ -91,60 +84,6 @@ def generation_seed(*parts: Any) -> int:
     return int.from_bytes(hashlib.sha256("/".join(map(str, parts)).encode()).digest()[:4], "big") >> 1
 
 
-def _make_one(challenge: str, settings: dict[str, Any], seed: int, folder: str) -> str:
-    """Generate and compile one game into ``folder`` (a process-pool task); the ``.z8`` path.
-
-    Uses ``textworld.challenges.CHALLENGES[name][1]`` (``make(settings, options)``) and
-    ``textworld.generator.compile_game(game, options)``, as ``tw-make`` does.
-    """
-    textworld = require_textworld()
-    final = Path(folder) / f"g{seed}.z8"
-    if final.exists() and final.with_suffix(".json").exists():
-        return str(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-g{seed}-", dir=final.parent))
-    try:
-        options = textworld.GameOptions()
-        options.seeds = seed
-        options.path = str(tmp / final.name)
-        options.file_ext = ".z8"
-        options.force_recompile = True
-        _, make, _ = textworld.challenges.CHALLENGES[CHALLENGES[challenge]]
-        game = make(settings=dict(settings), options=options)
-        textworld.generator.compile_game(game, options)
-        for suffix in (".ni", ".json", ".z8"):  # the .z8 last: a game counts as present once it is there
-            os.replace(tmp / final.with_suffix(suffix).name, final.with_suffix(suffix))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return str(final)
-
-
-def generate(
-    challenge: str, settings: dict[str, Any], seeds: Sequence[int], folder: Path, workers: int
-) -> list[str]:
-    """The ``.z8`` paths of the games of ``seeds`` in ``folder``, generating the missing ones in parallel; one
-    by one in a daemonic process (a ``multiprocessing.Pool`` worker, as ``seed_robustness.py`` runs seeds),
-    which may not start processes of its own."""
-    if challenge not in CHALLENGES:
-        raise ConfigError(f"env.challenge={challenge!r} is not one of {sorted(CHALLENGES)}")
-    paths = [folder / f"g{s}.z8" for s in seeds]
-    missing = [
-        s for s, p in zip(seeds, paths, strict=True) if not (p.exists() and p.with_suffix(".json").exists())
-    ]
-    if len(missing) == 1 or workers <= 1 or current_process().daemon:
-        for s in missing:
-            _make_one(challenge, settings, s, str(folder))
-    elif missing:
-        # spawn, not fork: the caller may hold torch's threads; the workers import only textworld
-        with ProcessPoolExecutor(min(workers, len(missing)), mp_context=get_context("spawn")) as pool:
-            list(
-                pool.map(
-                    _make_one, *zip(*[(challenge, settings, s, str(folder)) for s in missing], strict=True)
-                )
-            )
-    return [str(p) for p in paths]
-
-
 @lru_cache(maxsize=4096)
 def _game_digest(json_path: str, mtime: float) -> str:
     """A digest of a game's initial state and objective (two seeds may make the same small game)."""
@@ -182,7 +121,7 @@ def generated_games(
     workers = workers or max(1, min(8, os.cpu_count() or 1))
     eval_seeds = [generation_seed("eval", i) for i in range(num_eval_games)]
     train_seeds = [generation_seed(run_seed, "train", i) for i in range(num_games)]
-    games = generate(challenge, settings, [*eval_seeds, *train_seeds], folder, workers)  # one pool for both
+    games = generate(challenge, settings, [*eval_seeds, *train_seeds], folder, workers)  # made together
     evals, trains = games[:num_eval_games], games[num_eval_games:]
     held_out = {game_digest(p) for p in evals}
     extra = num_games

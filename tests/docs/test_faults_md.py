@@ -14,6 +14,7 @@ DOC = ROOT / "docs" / "FAULTS.md"
 #: The test files whose every test must appear in the document.
 LISTED = (
     "tracking/test_faults*.py",
+    "envs/test_textworld_cache.py",
     "cli/test_run_info.py",
     "training/test_determinism.py",
     "tracking/test_security.py",
