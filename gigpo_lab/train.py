@@ -155,12 +155,13 @@ def _build_policy(cfg: DictConfig, vocabulary, actions):
 def build_trainer(runtime, loop, out: Path, open_run: Callable, progress: Callable | None = None):
     """The Lightning Trainer (``runtime``: the built ``lightning`` node) and its callbacks: iteration logging
     (it calls ``open_run()`` on global rank 0 when training starts), checkpoints every
-    ``loop.checkpoint_every`` iterations, and what ``progress(logger, iterations)`` returns (the progress line).
-    Returns ``(logger, trainer)``."""
+    ``loop.checkpoint_every`` iterations, the record of a failed rank in the run (``RankFailures``), and what
+    ``progress(logger, iterations)`` returns (the progress line). Returns ``(logger, trainer)``."""
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from gigpo_lab.tracking.callback import IterationLogger
     from gigpo_lab.training.checkpointing import AtomicCheckpointIO, ExceptionCheckpoint
+    from gigpo_lab.training.rank_failures import RankFailures
 
     # the frozen reference model is in eval mode on purpose; Lightning warns about any module in eval mode
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode", category=UserWarning)
@@ -170,6 +171,8 @@ def build_trainer(runtime, loop, out: Path, open_run: Callable, progress: Callab
     logger_cb = IterationLogger(open_run=open_run)
     callbacks = [
         logger_cb,
+        # after the logger (the run is open), before ExceptionCheckpoint (its collectives wait for every rank)
+        RankFailures(logger_cb),
         ModelCheckpoint(
             dirpath=ckpt_dir,
             filename="iter{epoch:04d}",
@@ -302,15 +305,19 @@ def _check_tracking_rank(trainer, *, tracking: bool) -> None:
 
 
 def _fit(trainer, module, logger_cb, ckpt_path) -> None:
-    """``trainer.fit``; on any failure the open run is flushed, tagged with the error and ended FAILED, and the
-    error re-raised (the checkpoints written so far stay)."""
+    """``trainer.fit``; on any failure the open run is flushed, tagged with the error (unless a rank's failure
+    is already recorded there: ``gigpo_lab.training.rank_failures``) and ended FAILED, and the error re-raised
+    (the checkpoints written so far stay)."""
+    from gigpo_lab.training.rank_failures import failure_recorded
+
     try:
         # the checkpoint was already loaded with weights_only=True by checkpoint_run_id: plain contents only
         trainer.fit(module, ckpt_path=ckpt_path, weights_only=True)
     except BaseException as err:
         logger_cb.flush(module)
         if logger_cb.tracker is not None:
-            logger_cb.tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
+            if not failure_recorded(trainer):
+                logger_cb.tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
             logger_cb.tracker.end("FAILED")
         raise
 
