@@ -64,13 +64,15 @@ class HFGenerateEngine:
         self.policy, self.sampling = policy, sampling
 
     @torch.no_grad()
-    def generate(self, prompt_ids, prompt_mask, *, greedy=False, generator=None) -> GenerationOutput:
+    def generate(
+        self, prompt_ids, prompt_mask, *, greedy=False, generator=None, temperature=None
+    ) -> GenerationOutput:
         policy, s = self.policy, self.sampling
         out = policy.model.generate(
             input_ids=prompt_ids,
             attention_mask=prompt_mask.long(),
             do_sample=not greedy,
-            temperature=s.temperature,
+            temperature=s.temperature if temperature is None else temperature,
             top_p=s.top_p,
             top_k=0,
             max_new_tokens=s.max_new_tokens,

@@ -36,7 +36,16 @@ own, in the manner of the separate intrinsic value stream of RND (Burda et al. 2
     b_t    = first_visit_t / sqrt(N(s_{t+1}))                    (the bonus with beta = 1)
     B_t    = b_t + gamma * B_{t+1}                                the discounted bonus-to-go of its trajectory
     A_int  = (B - mean_batch(B)) / (std_batch(B) + 1e-6)         whitened over every row of the batch
-    A_i    = A_estimator,i + beta_c * A_int,i
+    A_i    = A_estimator,i + beta_c * s * A_int,i,    s = max(std_batch(A_estimator), dose_floor)
+
+``s`` makes the dose equal (``relative_dose``, on by default): the stream's spread is ``beta_c`` times the
+estimator's own spread on the same batch, whatever the estimator's scale, so ``adv/stream_ratio``, the std
+of the stream over the std of the estimator's own advantages, is ``beta_c`` for every estimator. With the
+stream at a fixed std ``beta_c`` (``relative_dose=false``, the design before issue #45) the dose was
+measured at 0.5x to 2.1x each estimator's own signal: REINFORCE++ whitens its advantages to std 1, GRPO's
+mean-only advantages on 0/1 rewards spread about 0.1-0.3. The floor keeps the stream alive in a batch where
+the estimator's own advantages are all 0 (no group saw a success): every estimator then gets the same
+``beta_c * dose_floor * A_int``.
 
 The stream uses no group of any estimator: no episode group, no anchor-state step group, only each
 trajectory's own future and one mean and std over the whole batch (REINFORCE with a constant baseline on
@@ -88,17 +97,46 @@ class ExplorationOutput:
     metrics: ``rollout/...`` diagnostics, plain floats.
     intrinsic_advantages: (N,) float64, ``beta_c * A_int`` per row (``own_advantage``), or None when the bonus
         went into ``batch.rewards`` (or there is none).
+    dose_floor: None = the stream is added as it is; a float = it is scaled by the std of the estimator's
+        own advantages, at least this (``relative_dose``, module docstring).
     """
 
     metrics: dict[str, float] = field(default_factory=dict)
     intrinsic_advantages: torch.Tensor | None = None
+    dose_floor: float | None = None
+
+    def stream(self, advantages: torch.Tensor) -> torch.Tensor | None:
+        """The stream (N,) float64 added to the estimator's advantages (N,), or None when there is none."""
+        if self.intrinsic_advantages is None:
+            return None
+        if self.dose_floor is None:
+            return self.intrinsic_advantages
+        return self.intrinsic_advantages * max(_spread(advantages), self.dose_floor)
 
     def add_to(self, advantages: torch.Tensor) -> torch.Tensor:
         """The estimator's advantages (N,) plus the intrinsic stream, in their dtype (the same tensor when there
         is no stream)."""
-        if self.intrinsic_advantages is None:
+        stream = self.stream(advantages)
+        if stream is None:
             return advantages
-        return (advantages.double() + self.intrinsic_advantages).to(advantages.dtype)
+        return (advantages.double() + stream).to(advantages.dtype)
+
+    def dose(self, advantages: torch.Tensor) -> dict[str, float]:
+        """``adv/stream_ratio``: std(stream) / std(the estimator's own advantages (N,)), and ``adv/own_std``;
+        the ratio only where both are defined (a stream, and own advantages that are not all equal)."""
+        stream = self.stream(advantages)
+        if stream is None:
+            return {}
+        own = _spread(advantages)
+        metrics = {"adv/own_std": own}
+        if own > 0:
+            metrics["adv/stream_ratio"] = _spread(stream) / own
+        return metrics
+
+
+def _spread(values: torch.Tensor) -> float:
+    """The unbiased std of (N,) values in float64, as the stream is whitened; 0 for fewer than two."""
+    return float(values.double().std()) if values.numel() > 1 else 0.0
 
 
 class NoBonus:
@@ -127,6 +165,9 @@ class CountBonus:
         own_advantage: false = add the bonus to the rewards; true = leave the rewards alone and add
             ``beta_c * A_int`` to the estimator's advantages (module docstring).
         gamma: the discount in [0, 1] of the bonus-to-go B_t of the stream (module docstring).
+        relative_dose: with ``own_advantage``, scale the stream by the std of the estimator's own advantages
+            (module docstring), so its dose is ``beta_c`` for every estimator; false = a fixed std ``beta_c``.
+        dose_floor: the least scale of a relative dose, > 0 (a batch whose own advantages are all 0).
 
     With neither clock, ``beta`` is constant; otherwise collection c pays ``beta * max(0, 1 - progress)``.
     """
@@ -139,6 +180,8 @@ class CountBonus:
         anneal_env_steps: int | None = None,
         own_advantage: bool = True,
         gamma: float = 0.95,
+        relative_dose: bool = True,
+        dose_floor: float = 0.01,
     ) -> None:
         if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
             raise ValueError(f"exploration.beta={beta!r} must be a finite number >= 0")
@@ -151,6 +194,8 @@ class CountBonus:
         self.anneal_env_steps = int(anneal_env_steps or 0)
         self.own_advantage = bool(own_advantage)
         self.gamma = check_real("exploration", "gamma", gamma, low=0.0, high=1.0)
+        self.relative_dose = bool(relative_dose)
+        self.dose_floor = check_real("exploration", "dose_floor", dose_floor, low=0.0, low_open=True)
         self.counts: dict[str, int] = {}
         self.collections = 0  # calls so far: the annealing clock in collections
 
@@ -200,7 +245,7 @@ class CountBonus:
         if self.own_advantage:  # whitened, so the stream is computed from the beta = 1 bonus
             intrinsic = beta * intrinsic_advantages(visits / n.sqrt(), batch, self.gamma)
             metrics["rollout/intrinsic_adv_abs"] = intrinsic.abs().mean().item() if len(intrinsic) else 0.0
-            return ExplorationOutput(metrics, intrinsic)
+            return ExplorationOutput(metrics, intrinsic, self.dose_floor if self.relative_dose else None)
         batch.rewards = (batch.rewards.double() + bonus).to(batch.rewards.dtype)
         return ExplorationOutput(metrics)
 
@@ -286,6 +331,13 @@ class CountBonusConfig:
     own_advantage: bool = default_of(CountBonus, "own_advantage")  # type: ignore[assignment]
     #: gamma in [0, 1], the discount of the bonus-to-go in the stream (with own_advantage).
     gamma: float = default_of(CountBonus, "gamma")  # type: ignore[assignment]
+    #: true = (with own_advantage) the stream is scaled by the std of the estimator's own advantages on the
+    #: batch, so its dose (adv/stream_ratio) is beta for every estimator; false = the stream has std beta
+    #: whatever the estimator's own scale (0.5x to 2.1x the own signal, by estimator; issue #45).
+    relative_dose: bool = default_of(CountBonus, "relative_dose")  # type: ignore[assignment]
+    #: > 0: the least scale of a relative dose, used where the estimator's own advantages are (nearly) all 0,
+    #: 1% of the clipped reward range (trainer.reward_clip): every estimator then gets the same stream.
+    dose_floor: float = default_of(CountBonus, "dose_floor")  # type: ignore[assignment]
 
 
 #: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).

@@ -147,13 +147,20 @@ class Collector:
         return batch, metrics
 
     def evaluate(
-        self, seeds: Sequence[int], generator: torch.Generator, greedy: bool = True
+        self,
+        seeds: Sequence[int],
+        generator: torch.Generator,
+        greedy: bool = True,
+        temperature: float | None = None,
     ) -> dict[str, float]:
-        """One episode per seed (one env each), greedy by default: eval/success_rate, eval/return, eval/length."""
+        """One episode per seed (one env each), greedy by default, else sampled at ``temperature`` (None: the
+        engine's): eval/success_rate, eval/return, eval/length."""
         while len(self.eval_envs) < len(seeds):
             self.eval_envs.append(self.env_fn())
         envs = self.eval_envs[: len(seeds)]
-        turns, success, errors = run_episodes(envs, seeds, self.policy, self.engine, generator, greedy=greedy)
+        turns, success, errors = run_episodes(
+            envs, seeds, self.policy, self.engine, generator, greedy=greedy, temperature=temperature
+        )
         ok = ~self._handle_errors(errors, self.eval_envs, len(envs), "evaluation")
         env_index = torch.cat([t.env_index for t in turns])
         rewards = torch.cat([t.rewards for t in turns])

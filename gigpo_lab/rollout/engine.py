@@ -16,7 +16,8 @@ class SamplingParams:
         temperature: logits are divided by it before softmax (> 0).
         top_p: nucleus sampling: keep the smallest set of tokens whose probability reaches top_p (0 < top_p <= 1).
         max_new_tokens: the most tokens per response (a stop token ends a row earlier).
-        greedy: always take the argmax instead of sampling (``generate(greedy=True)`` asks for it per call).
+        greedy: always take the argmax instead of sampling (``generate(greedy=True)`` asks for it per call;
+            ``generate(temperature=t)`` samples one call at another temperature, as sampled evaluation does).
             Greedy log-probs are those of the chosen token under the tempered, nucleus-restricted distribution.
     """
 
@@ -66,8 +67,10 @@ class Engine(Protocol):
         *,
         greedy: bool = False,
         generator: torch.Generator | None = None,
+        temperature: float | None = None,
     ) -> GenerationOutput:
-        """Sample one response per prompt. prompt_ids (N, P) int64 left-padded; prompt_mask (N, P) bool."""
+        """Sample one response per prompt. prompt_ids (N, P) int64 left-padded; prompt_mask (N, P) bool;
+        ``temperature`` (> 0) replaces ``sampling.temperature`` for this call (None: keep it)."""
         ...
 
     def sync_weights(self, policy) -> None:

@@ -86,6 +86,12 @@ def env_label(env: gym.Env) -> str:
     return f"{name} ({ident})" if name else ident
 
 
+def _decoding(greedy: bool, temperature: float | None) -> dict:
+    """The decoding keywords of ``engine.generate``: ``temperature`` only when set (an engine written before it
+    takes ``greedy`` alone)."""
+    return {"greedy": greedy} if temperature is None else {"greedy": greedy, "temperature": temperature}
+
+
 def run_episodes(
     envs: Sequence[gym.Env],
     seeds: Sequence[int],
@@ -93,13 +99,14 @@ def run_episodes(
     engine,
     generator: torch.Generator | None,
     greedy: bool = False,
+    temperature: float | None = None,
 ) -> tuple[list[Turn], torch.Tensor, dict[int, EnvError]]:
     """Reset ``envs[i]`` with ``seeds[i]`` and play every episode to termination or truncation, inside the
     engine's ``session()`` if it has one (the torch engine merges LoRA adapters once for all the turns).
     Returns and raises as ``play_episodes``."""
     session = getattr(engine, "session", None)
     with session() if session is not None else contextlib.nullcontext():
-        return play_episodes(envs, seeds, policy, engine, generator, greedy)
+        return play_episodes(envs, seeds, policy, engine, generator, greedy, temperature)
 
 
 def play_episodes(
@@ -109,8 +116,10 @@ def play_episodes(
     engine,
     generator: torch.Generator | None,
     greedy: bool = False,
+    temperature: float | None = None,
 ) -> tuple[list[Turn], torch.Tensor, dict[int, EnvError]]:
-    """Reset ``envs[i]`` with ``seeds[i]`` and play every episode to termination or truncation.
+    """Reset ``envs[i]`` with ``seeds[i]`` and play every episode to termination or truncation, by argmax
+    (``greedy``) or sampling at ``temperature`` (None: the engine's own).
 
     Returns:
         the turns in order; success (len(envs),) bool: ``info["success"]`` after each env's last step; and
@@ -136,7 +145,7 @@ def play_episodes(
             return turns, success, errors
         prompts = [policy.build_prompt(observations[i], anchors[i], history[i]) for i in active]
         prompt_ids, prompt_mask = left_pad(prompts, pad_id)
-        out = engine.generate(prompt_ids, prompt_mask, greedy=greedy, generator=generator)
+        out = engine.generate(prompt_ids, prompt_mask, **_decoding(greedy, temperature), generator=generator)
         rewards, invalid, cut, turn_anchors, turn_obs, still_active = [], [], [], [], [], []
         next_anchors = []
         for i, text in zip(active, out.texts, strict=True):

@@ -120,8 +120,10 @@ class TorchEngine:
         *,
         greedy: bool = False,
         generator: torch.Generator | None = None,
+        temperature: float | None = None,
     ) -> GenerationOutput:
-        """Sample one response per prompt (greedy if ``greedy`` or ``sampling.greedy``).
+        """Sample one response per prompt (greedy if ``greedy`` or ``sampling.greedy``), at ``temperature``
+        (None: ``sampling.temperature``).
 
         A row leaves the batch (its cache rows are dropped) as soon as it emits a stop id.
 
@@ -133,6 +135,7 @@ class TorchEngine:
         """
         policy, sampling = self.policy, self.sampling
         greedy = greedy or sampling.greedy
+        tau = sampling.temperature if temperature is None else temperature
         out_device, device = prompt_ids.device, policy.device
         n, budget = prompt_ids.shape[0], self.max_new_tokens
         was_training = policy.training
@@ -149,7 +152,7 @@ class TorchEngine:
                 logprobs = torch.zeros(n, budget, device=device)
                 rows = torch.arange(n, device=device)  # batch row -> output row
                 for step in range(budget):
-                    log_dist = sampling_log_probs(logits, sampling.temperature, sampling.top_p)
+                    log_dist = sampling_log_probs(logits, tau, sampling.top_p)
                     token = log_dist.argmax(-1) if greedy else sample_tokens(log_dist, generator)
                     response_ids[rows, step] = token
                     response_mask[rows, step] = True

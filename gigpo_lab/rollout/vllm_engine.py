@@ -83,8 +83,10 @@ class VLLMEngine:
         *,
         greedy: bool = False,
         generator: torch.Generator | None = None,
+        temperature: float | None = None,
     ) -> GenerationOutput:
-        """Sample one response per prompt (greedy if ``greedy`` or ``sampling.greedy``).
+        """Sample one response per prompt (greedy if ``greedy`` or ``sampling.greedy``), at ``temperature``
+        (None: ``sampling.temperature``).
 
         Args:
             prompt_ids: (N, P) int64, left-padded. prompt_mask: (N, P) bool.
@@ -117,7 +119,7 @@ class VLLMEngine:
         params = [
             VSamplingParams(
                 n=1,
-                temperature=0.0 if greedy else self.sampling.temperature,
+                temperature=0.0 if greedy else (temperature or self.sampling.temperature),
                 top_p=1.0 if greedy else self.sampling.top_p,
                 top_k=0,
                 max_tokens=budget,

@@ -46,6 +46,7 @@ def validate_config(cfg: DictConfig) -> None:
         ("rollout.groups", 1),
         ("rollout.group_size", 1),
         ("rollout.eval_episodes", 1),
+        ("rollout.eval_greedy_episodes", 0),
         ("env.max_turns", 1),
     ):
         value = OmegaConf.select(cfg, key)
@@ -68,6 +69,8 @@ def validate_config(cfg: DictConfig) -> None:
             "the env's rewards unclipped",
         )
     )
+    tau = cfg.rollout.eval_temperature  # a float (rollout schema)
+    checks.append((0 < tau < math.inf, f"rollout.eval_temperature={tau!r} must be a number > 0"))
     rate = cfg.rollout.max_env_error_rate  # a float (rollout schema)
     checks.append((0 <= rate <= 1, f"rollout.max_env_error_rate={rate!r} must lie in [0, 1]"))
     omega = cfg.estimator.get("step_advantage_weight")

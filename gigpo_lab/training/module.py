@@ -38,11 +38,12 @@ from gigpo_lab.training.checkpointing import mark_finished_epoch_completed
 from gigpo_lab.training.critic import critic_loss, score_values
 from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
 from gigpo_lab.training.distributed import across_ranks, check_world_size
+from gigpo_lab.training.evaluation import EvalCurve, run_evaluation
 from gigpo_lab.training.fsdp import ShardedStrategy, full_value, gathered, shard
 from gigpo_lab.training.group_filtering import collect_filtered
 from gigpo_lab.training.samples import sample_rows
 from gigpo_lab.training.schema import TrainerConfig
-from gigpo_lab.training.seeds import eval_seeds, extra_group_seeds, group_seeds, iteration_seed
+from gigpo_lab.training.seeds import extra_group_seeds, group_seeds, iteration_seed
 
 
 def _plain_logprobs(model, *columns: torch.Tensor, temperature: float = 1.0):
@@ -66,7 +67,9 @@ class GiGPOModule(L.LightningModule):
             ``reuse_rollout_logprobs`` needs an engine whose ``samples_policy_logprobs`` is true (it samples
             from this very module's distribution).
         seed: the run's seed (training seeds of env groups and sampling derive from it).
-        eval_episodes / eval_greedy: held-out episodes per evaluation, and greedy or sampled actions.
+        eval_episodes / eval_greedy / eval_temperature / eval_greedy_episodes: the evaluation
+            (``gigpo_lab/training/evaluation.py``): held-out episodes, greedy or sampled at eval_temperature,
+            and the greedy episodes logged beside a sampled one.
         logprob_temperature: the rollout's sampling temperature; old, reference and current log-probs are all
             taken at it, so the PPO ratio compares the distributions the tokens were sampled from (verl's choice).
         exploration: an exploration bonus (``gigpo_lab.algorithm.exploration``: called on each collected batch, it may add
@@ -91,6 +94,8 @@ class GiGPOModule(L.LightningModule):
         seed: int = 0,
         eval_episodes: int = 16,
         eval_greedy: bool = True,
+        eval_temperature: float = 0.4,
+        eval_greedy_episodes: int = 0,
         logprob_temperature: float = 1.0,
         exploration=None,
         group_filter=None,
@@ -125,6 +130,8 @@ class GiGPOModule(L.LightningModule):
         )
         self.seed = seed
         self.eval_episodes, self.eval_greedy = eval_episodes, eval_greedy
+        self.eval_temperature, self.eval_greedy_episodes = eval_temperature, eval_greedy_episodes
+        self.eval_curve = EvalCurve()
         self.logprob_temperature = logprob_temperature
         self.exploration = exploration if exploration is not None else NoBonus()
         self.group_filter = group_filter if group_filter is not None else NoFilter()
@@ -167,6 +174,7 @@ class GiGPOModule(L.LightningModule):
             "mlflow_run_id": self.mlflow_run_id,
             "collapses": self.collapses.state(),
             "exploration": self.exploration.state(),
+            "eval_curve": self.eval_curve.state(),
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -174,6 +182,7 @@ class GiGPOModule(L.LightningModule):
         self.env_steps_total = int(state.get("env_steps_total", 0))
         self.collapses.load(state.get("collapses", {}))
         self.exploration.load(state.get("exploration", {}))
+        self.eval_curve.load(state.get("eval_curve", {}))
         mark_finished_epoch_completed(checkpoint)
 
     # ----------------------------------------------------------------- one iteration
@@ -219,6 +228,7 @@ class GiGPOModule(L.LightningModule):
         adv = self.estimator(batch)
         # exploration with its own advantage stream adds it here; otherwise the estimator's, unchanged
         batch.advantages = bonus.add_to(adv.advantages).to(torch.float32)
+        metrics.update(bonus.dose(adv.advantages))  # adv/stream_ratio: the dose of the stream
         if self.critic:
             batch.value_targets = adv.returns.to(torch.float32)
         t2 = time.perf_counter()
@@ -438,11 +448,21 @@ class GiGPOModule(L.LightningModule):
     # ----------------------------------------------------------------- evaluation
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Held-out episodes (``seeds.eval_seeds``) with the configured (greedy) policy."""
+        """Held-out episodes (``gigpo_lab/training/evaluation.py``), and the run's ``eval/final`` and
+        ``eval/auc`` so far."""
         was_training = self.policy.training
         self.policy.eval()
-        gen = torch.Generator().manual_seed(iteration_seed(self.seed, -1))
-        result = dict(self.collector.evaluate(eval_seeds(self.eval_episodes), gen, greedy=self.eval_greedy))
+        start = time.perf_counter()
+        result = run_evaluation(
+            self.collector,
+            self.seed,
+            self.eval_episodes,
+            self.eval_greedy,
+            self.eval_temperature,
+            self.eval_greedy_episodes,
+        )
         result["eval/env_steps_total"] = float(self.env_steps_total)
+        result["time/eval_s"] = time.perf_counter() - start
+        result.update(self.eval_curve.add(self.env_steps_total, result["eval/success_rate"]))
         self.policy.train(was_training)
         return result

@@ -37,7 +37,7 @@ def test_tiny_model_and_torch_rollout_instantiate(tmp_path):
     assert isinstance(policy, TinyPolicy) and isinstance(engine, TorchEngine) and engine.policy is policy
     assert engine.sampling.temperature == 0.5 and engine.sampling.max_new_tokens == 1
     assert cfg.model.seed == 5, "the tiny model's init seed follows the run seed"
-    assert (cfg.rollout.groups, cfg.rollout.group_size, cfg.rollout.eval_greedy) == (8, 8, True)
+    assert (cfg.rollout.groups, cfg.rollout.group_size, cfg.rollout.eval_greedy) == (8, 8, False)
 
 
 def test_hf_model_needs_a_path_and_instantiates_with_one(tmp_path):

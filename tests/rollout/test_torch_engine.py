@@ -274,3 +274,20 @@ def test_the_tiny_policys_prefills_sample_the_policy(prefill):
     policy = build_tiny_policy([str(i) for i in range(40)], d_model=32, n_heads=2, max_seq_len=64, seed=5)
     engine = build_torch_engine(policy, max_new_tokens=4, prefill=prefill)
     _assert_samples_the_policy(engine, policy, *ragged_prompts(policy, 12, seed=6, shared=True), 4)
+
+
+def test_a_per_call_temperature_replaces_the_engines_own(tiny):
+    """``generate(temperature=t)`` samples that call at t (sampled evaluation at rollout.eval_temperature): its
+    log-probs are the policy's at t, and the engine's own temperature is untouched for the next call."""
+    prompt_ids, prompt_mask = ragged_prompts(tiny, 12, seed=6)
+    engine = TorchEngine(tiny, SamplingParams(temperature=1.0, max_new_tokens=4))
+    out = engine.generate(
+        prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(6), temperature=0.4
+    )
+    with torch.no_grad():
+        at_04, _ = tiny.logprobs(
+            prompt_ids, prompt_mask, out.response_ids, out.response_mask, temperature=0.4
+        )
+    m = out.response_mask
+    torch.testing.assert_close(at_04[m], out.logprobs[m], atol=1e-5, rtol=0)
+    assert engine.sampling.temperature == 1.0

@@ -210,6 +210,13 @@ def test_the_stream_discount_is_composed_and_checked():
         CountBonus(gamma=1.5)
 
 
+def _own_group(batch):
+    """The same episodes again, fresh (a new bonus counts them from 0)."""
+    fresh = _episodes([["s", "a", "b"], ["s", "a", "a"]])
+    fresh.group_ids = torch.zeros(len(fresh), dtype=torch.long)
+    return fresh
+
+
 def test_with_its_own_advantage_the_bonus_leaves_the_rewards_and_adds_beta_times_the_stream():
     # one group: traj 0 finds a, b (new); traj 1 finds a, then stays in a (no new state the second time)
     batch = _episodes([["s", "a", "b"], ["s", "a", "a"]])
@@ -230,9 +237,23 @@ def test_with_its_own_advantage_the_bonus_leaves_the_rewards_and_adds_beta_times
     estimator = torch.tensor([1.0, -1.0, 0.25, 0.0], dtype=torch.float32)
     added = out.add_to(estimator)
     assert added.dtype == torch.float32
+    # the relative dose: the stream times the estimator's own spread, the unbiased std of [1, -1, 0.25, 0]:
+    # mean 1/16, squared deviations summing to 2.046875, over 3
+    own_std = math.sqrt(2.046875 / 3)
     assert added.tolist() == pytest.approx(
+        [e + own_std * w for e, w in zip(estimator.tolist(), want, strict=True)], rel=1e-6
+    )
+    assert out.dose(estimator) == {
+        "adv/own_std": pytest.approx(own_std),
+        "adv/stream_ratio": pytest.approx(0.5, rel=1e-5),  # beta: std(A_int) is 1 up to its 1e-6 eps
+    }
+    fixed = CountBonus(beta=0.5, own_advantage=True, relative_dose=False)(_own_group(batch))
+    assert fixed.add_to(estimator).tolist() == pytest.approx(
         [e + w for e, w in zip(estimator.tolist(), want, strict=True)], rel=1e-6
     )
+    flat = torch.zeros(4)  # no own signal: the floor, the same stream whatever the estimator
+    assert out.add_to(flat).tolist() == pytest.approx([0.01 * w for w in want], rel=1e-6)
+    assert "adv/stream_ratio" not in out.dose(flat)
     assert NoBonus()(batch).add_to(estimator) is estimator
 
 

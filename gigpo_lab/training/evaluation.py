@@ -1,0 +1,81 @@
+"""Held-out evaluation: a sampled success rate with resolution, greedy success beside it, and the run's primary
+metrics read off the curve.
+
+Each evaluation plays ``eval_episodes`` held-out episodes (``seeds.eval_seeds``: the same reset seeds at every
+evaluation, so held-out maps or games on an env that draws them from the seed) by sampling at
+``eval_temperature``, with the same sampling stream each time (common random numbers: two evaluations of one
+run, or of two runs with the same seed, differ by the policy alone). Greedy decoding on a deterministic env is
+one bit per map; sampling gives a rate. verl-agent validates by sampling at temperature 0.4
+(``actor_rollout_ref.rollout.val_kwargs.temperature`` in its GiGPO example scripts), the default here.
+
+``EvalCurve`` keeps the run's sampled success against env steps and gives the two primary metrics:
+
+* ``eval/final``: the mean sampled success over the last ``FINAL_WINDOW`` evaluations;
+* ``eval/auc``: the area under the sampled success curve against env steps, divided by the env steps it
+  spans (trapezoids from the first evaluation, at step 0, to the last): the mean success over the run's
+  budget, in [0, 1], comparable between runs of one budget.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gigpo_lab.training.seeds import eval_seeds, iteration_seed
+
+#: Evaluations averaged by ``eval/final``.
+FINAL_WINDOW = 3
+
+
+class EvalCurve:
+    """The (env steps, sampled success) points of a run's evaluations, checkpointed with the module."""
+
+    def __init__(self) -> None:
+        self.steps: list[float] = []
+        self.success: list[float] = []
+
+    def add(self, env_steps: float, success: float) -> dict[str, float]:
+        """Record one evaluation; return ``eval/final`` and ``eval/auc`` of the curve so far."""
+        self.steps.append(float(env_steps))
+        self.success.append(float(success))
+        return {"eval/final": self.final(), "eval/auc": self.auc()}
+
+    def final(self) -> float:
+        """The mean success of the last ``FINAL_WINDOW`` evaluations (fewer, early in a run)."""
+        last = self.success[-FINAL_WINDOW:]
+        return sum(last) / len(last)
+
+    def auc(self) -> float:
+        """Trapezoid area under success against env steps over the steps spanned (one point: its value)."""
+        span = self.steps[-1] - self.steps[0]
+        if span <= 0:
+            return self.success[-1]
+        area = sum(
+            (x1 - x0) * (y0 + y1) / 2
+            for x0, x1, y0, y1 in zip(
+                self.steps, self.steps[1:], self.success, self.success[1:], strict=False
+            )
+        )
+        return area / span
+
+    def state(self) -> dict:
+        return {"steps": list(self.steps), "success": list(self.success)}
+
+    def load(self, state: dict) -> None:
+        self.steps = [float(x) for x in state.get("steps", [])]
+        self.success = [float(y) for y in state.get("success", [])]
+
+
+def run_evaluation(
+    collector, seed: int, episodes: int, greedy: bool, temperature: float, greedy_episodes: int
+) -> dict[str, float]:
+    """One evaluation: ``episodes`` held-out episodes, greedy or sampled at ``temperature``
+    (``eval/success_rate``, ``eval/return``, ...); when sampled, also ``greedy_episodes`` greedy ones
+    (``eval/greedy_success_rate``; 0 = none). The sampling stream is the same at every evaluation."""
+    gen = torch.Generator().manual_seed(iteration_seed(seed, -1))
+    result = dict(collector.evaluate(eval_seeds(episodes), gen, greedy=greedy, temperature=temperature))
+    if greedy:
+        result["eval/greedy_success_rate"] = result["eval/success_rate"]
+    elif greedy_episodes > 0:
+        greedy_run = collector.evaluate(eval_seeds(greedy_episodes), gen, greedy=True)
+        result["eval/greedy_success_rate"] = greedy_run["eval/success_rate"]
+    return result
