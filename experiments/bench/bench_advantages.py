@@ -3,6 +3,7 @@
     python experiments/bench/bench_advantages.py                 # N = 1e4, 1e5, 1e6 rows
     python experiments/bench/bench_advantages.py --quick         # N = 1e4, 1e5, fewer repeats
     python experiments/bench/bench_advantages.py --sizes 2e5,5e5 --arbitrary-ids --threads 1
+    python experiments/bench/bench_advantages.py --device cuda       # N = 1e5, 1e6, 1e7 rows on the GPU
 
 Batches look like grid-world rollouts: groups of 8 trajectories of 1-50 steps; every trajectory of a group
 starts on the group's cell of a 5x5 torus and random-walks, so anchors (cells) repeat across and within
@@ -17,19 +18,28 @@ inputs: ``loop py`` reads Python lists (about the fastest a Python loop gets) an
 the arrays element by element, numpy ids and torch values, as the reference code does. It is independent
 of both ``gigpo_lab.algorithm`` and the test oracle; its result is checked against the vectorised
 ``gigpo`` (column ``max |diff|``). Above ``--loop-max-rows`` (``--ref-max-rows``) a loop is estimated from
-its time per row at the largest size it ran, marked ``~``. Times: best of ``--repeats`` runs, in ms.
+its time per row at the largest size it ran, marked ``~``. Times: best of ``--repeats`` runs, in ms, the
+device synchronised before and after each run (``torch.cuda.synchronize`` on CUDA).
+
+A second table sets each estimator beside its memory-bandwidth floor: the bytes of the input columns it reads
+(its ``requires`` and ``optional`` columns), read once, plus its advantages written once, at the device's copy
+rate, which the script measures itself: a device-to-device copy of ``--copy-mib`` MiB, bytes read plus written
+over the best time. On a device other than the CPU the loops do not run (they are CPU Python), and each
+estimator's result is compared with the CPU's up to ``--check-max-rows`` rows (``max |dev - cpu|``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+import traceback
 from collections import defaultdict
 
 import numpy as np
 import torch
 
-from gigpo_lab.algorithm import available_estimators, compute_advantages, group_filter
+from gigpo_lab.algorithm import available_estimators, build_estimator, compute_advantages, group_filter
 
 GROUP_SIZE, MAX_STEPS, GRID = 8, 50, 5
 
@@ -128,13 +138,45 @@ def loop_gigpo(
     return torch.tensor(out, dtype=cols["rewards"].dtype)
 
 
-def best_ms(fn, repeats: int) -> float:
+def no_sync() -> None:
+    """The CPU's synchronisation: nothing to wait for."""
+
+
+def syncer(device: torch.device):
+    """What waits for the device's queued work: ``torch.cuda.synchronize`` on CUDA."""
+    return torch.cuda.synchronize if device.type == "cuda" else no_sync
+
+
+def best_ms(fn, repeats: int, sync=no_sync) -> float:
     times = []
     for _ in range(repeats):
+        sync()
         t0 = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t0)
     return 1e3 * min(times)
+
+
+def copy_rate(device: torch.device, mib: int, sync, repeats: int = 10) -> float:
+    """Bytes per second of a device-to-device copy of ``mib`` MiB, bytes read plus written, best of ``repeats``."""
+    src = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # warm-up
+    seconds = best_ms(lambda: dst.copy_(src), repeats, sync) / 1e3
+    return 2 * src.nbytes / seconds
+
+
+def columns_read(name: str, cols: dict[str, torch.Tensor]) -> list[str]:
+    """The columns of ``cols`` that estimator ``name`` (default parameters) reads: required, then optional."""
+    estimator = build_estimator(name)
+    return [c for c in (*estimator.requires, *estimator.optional) if c in cols]
+
+
+def floor_ms(name: str, cols: dict[str, torch.Tensor], rate: float) -> tuple[float, float]:
+    """(ms, MB moved) of the memory-bandwidth floor: the columns read once, the advantages written once."""
+    moved = sum(cols[c].nbytes for c in columns_read(name, cols)) + cols["rewards"].nbytes
+    return 1e3 * moved / rate, moved / 1e6
 
 
 def time_loop(cols, as_lists: bool, n: int, max_rows: float, per_row: float | None, repeats: int):
@@ -159,8 +201,8 @@ def ratio(loop_ms: float, ms: float) -> str:
 def filter_rule(rule: str, cols: dict[str, torch.Tensor]) -> torch.Tensor:
     """One group filter (``gigpo_lab.algorithm.group_filter``) on the batch, dense ids included: (groups,) bool."""
     traj_ids, traj = torch.unique(cols["traj_ids"], return_inverse=True)
-    first = torch.full((len(traj_ids),), len(traj), dtype=torch.long).scatter_reduce_(
-        0, traj, torch.arange(len(traj)), "amin"
+    first = torch.full((len(traj_ids),), len(traj), dtype=torch.long, device=traj.device).scatter_reduce_(
+        0, traj, torch.arange(len(traj), device=traj.device), "amin"
     )
     group_ids, group_of_traj = torch.unique(cols["group_ids"][first], return_inverse=True)
     returns = group_filter.episode_returns(cols["rewards"], traj, len(traj_ids))
@@ -175,9 +217,35 @@ def parse_sizes(text: str) -> list[int]:
     return [int(float(s)) for s in text.split(",") if s.strip()]
 
 
-def main() -> None:
+def timed(label: str, fn, repeats: int, sync, errors: list[str]) -> float:
+    """best_ms of ``fn`` after one warm-up run; NaN (and the error kept) if it raises, so one failing cell
+    does not cost the rest of a run on a borrowed GPU."""
+    try:
+        fn()  # warm-up
+        return best_ms(fn, repeats, sync)
+    except Exception as err:  # reported in the table and on stderr; the run goes on
+        errors.append(f"{label}: {type(err).__name__}: {err}")
+        traceback.print_exc(file=sys.stderr)
+        return float("nan")
+
+
+def cell(ms: float) -> str:
+    """A time in ms: one decimal from 1 ms, three below (a GPU's times); ERR for a run that raised."""
+    return "ERR" if ms != ms else f"{ms:.1f}" if ms >= 1 else f"{ms:.3f}"
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(row[j]) for row in rows)) for j, h in enumerate(header)]
+    lines = [" | ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("-+-".join("-" * w for w in widths))
+    return lines + [" | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=parse_sizes, default=[10**4, 10**5, 10**6], help="rows, e.g. 1e4,1e5")
+    parser.add_argument(
+        "--sizes", type=parse_sizes, default=None, help="rows, e.g. 1e4,1e5 (default: see --device)"
+    )
     parser.add_argument("--quick", action="store_true", help="sizes 1e4,1e5, 2 repeats, loop ref to 1e4 rows")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per cell (the best is shown)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
@@ -186,12 +254,36 @@ def main() -> None:
     )
     parser.add_argument("--loop-max-rows", type=float, default=1.5e6, help="loop py is estimated above this")
     parser.add_argument("--ref-max-rows", type=float, default=1.5e5, help="loop ref is estimated above this")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where the estimators run: cpu (default; sizes 1e4,1e5,1e6) or cuda (1e5,1e6,1e7)",
+    )
+    parser.add_argument(
+        "--copy-mib",
+        type=int,
+        default=None,
+        help="the copy that measures the rate (1024 on cuda, 256 on cpu)",
+    )
+    parser.add_argument(
+        "--check-max-rows", type=float, default=1e6, help="off the CPU: compare with the CPU up to this"
+    )
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    on_cpu = device.type == "cpu"
+    if args.sizes is None:
+        args.sizes = [10**4, 10**5, 10**6] if on_cpu else [10**5, 10**6, 10**7]
     if args.quick:
         args.sizes, args.repeats, args.ref_max_rows = [10**4, 10**5], 2, 2e4
+    if not on_cpu:  # the loops are CPU Python: not this device's numbers
+        args.loop_max_rows = args.ref_max_rows = 0
     if args.threads:
         torch.set_num_threads(args.threads)
+    sync = syncer(device)
     names = list(available_estimators())
+    copy_mib = args.copy_mib or (256 if on_cpu else 1024)
+    rate = copy_rate(device, copy_mib, sync)
+    errors: list[str] = []
 
     header = [
         "rows",
@@ -208,28 +300,41 @@ def main() -> None:
         "nonconstant/gigpo",
         "top_std/gigpo",
     ]
-    lines, py_per_row, ref_per_row = [], None, None
+    lines, floor_rows, py_per_row, ref_per_row = [], [], None, None
     for size in args.sizes:
-        cols = make_batch(size, arbitrary_ids=args.arbitrary_ids)
+        cpu_cols = make_batch(size, arbitrary_ids=args.arbitrary_ids)
+        cols = {k: v.to(device) for k, v in cpu_cols.items()}
         n = len(cols["rewards"])
         times = {}
         for name in names:
-            compute_advantages(name, **cols)  # warm-up
-            times[name] = best_ms(lambda name=name, cols=cols: compute_advantages(name, **cols), args.repeats)
+            times[name] = timed(
+                f"{name} at {n:,} rows",
+                lambda name=name, cols=cols: compute_advantages(name, **cols),
+                args.repeats,
+                sync,
+                errors,
+            )
         for rule in ("nonconstant", "top_std"):
-            filter_rule(rule, cols)  # warm-up
-            times[rule] = best_ms(lambda rule=rule, cols=cols: filter_rule(rule, cols), args.repeats)
+            times[rule] = timed(
+                f"{rule} at {n:,} rows",
+                lambda rule=rule, cols=cols: filter_rule(rule, cols),
+                args.repeats,
+                sync,
+                errors,
+            )
         py_ms, py_cell, py_per_row, py_diff = time_loop(
-            cols, True, n, args.loop_max_rows, py_per_row, args.repeats
+            cpu_cols, True, n, args.loop_max_rows, py_per_row, args.repeats
         )
-        ref_ms, ref_cell, ref_per_row, ref_diff = time_loop(cols, False, n, args.ref_max_rows, ref_per_row, 1)
+        ref_ms, ref_cell, ref_per_row, ref_diff = time_loop(
+            cpu_cols, False, n, args.ref_max_rows, ref_per_row, 1
+        )
         diffs = [d for d in (py_diff, ref_diff) if d is not None]
         gigpo = times["gigpo"]
         lines.append(
             [
                 f"{n:,}",
                 f"{int(torch.unique(cols['group_ids']).numel()):,}",
-                *(f"{times[k]:.1f}" for k in names),
+                *(cell(times[k]) for k in names),
                 py_cell,
                 ref_cell,
                 f"{max(diffs):.1e}" if diffs else "-",
@@ -242,18 +347,48 @@ def main() -> None:
                 f"{times['top_std'] / gigpo:.2f}",
             ]
         )
+        for name in names:
+            floor, moved = floor_ms(name, cols, rate)
+            check = "-"
+            if not on_cpu and n <= args.check_max_rows and times[name] == times[name]:
+                on_dev = compute_advantages(name, **cols).double().cpu()
+                check = f"{(on_dev - compute_advantages(name, **cpu_cols).double()).abs().max().item():.1e}"
+            floor_rows.append(
+                [f"{n:,}", name, ",".join(columns_read(name, cols)), f"{moved:.1f}", cell(times[name]),
+                 f"{1e3 * floor:.1f}", f"{times[name] / floor:.0f}x" if times[name] == times[name] else "-", check]
+            )  # fmt: skip
+        del cols, cpu_cols
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
 
-    widths = [max(len(h), *(len(row[j]) for row in lines)) for j, h in enumerate(header)]
     ids = "arbitrary int64" if args.arbitrary_ids else "collector (dense)"
+    where = (
+        torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
+    )
     print(
         f"advantage estimators, ms, best of {args.repeats}; float32 rewards, {ids} ids; "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads; ~ = estimated from time per row"
+        f"torch {torch.__version__}, {device.type}: {where}; ~ = estimated from time per row"
     )
-    print(" | ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
-    print("-+-".join("-" * w for w in widths))
-    for row in lines:
-        print(" | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+    print("\n".join(table(header, lines)))
+    print(
+        f"\nmemory-bandwidth floor: the columns read once + the advantages written once, at {rate / 1e9:,.1f} GB/s "
+        f"(a {copy_mib} MiB {device.type}-to-{device.type} copy, bytes read + written, best of 10)"
+    )
+    floor_header = [
+        "rows",
+        "estimator",
+        "columns read",
+        "MB moved",
+        "ms",
+        "floor us",
+        "ms/floor",
+        "max |dev - cpu|",
+    ]
+    print("\n".join(table(floor_header, floor_rows)))
+    for error in errors:
+        print("ERR", error)
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
