@@ -7,7 +7,7 @@ TORCH_PIN := torch==2.13.0
 # pytest-xdist workers for `make test` (CI has 2 cores); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-slow lint bench clean smollm test-vllm screenshots
+.PHONY: install demo test test-slow lint bench clean smollm test-vllm screenshots wheelhouse
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,17 @@ $(VLLM_VENV)/.installed: pyproject.toml
 
 test-vllm: $(VLLM_VENV)/.installed
 	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_PY) -m pytest -q -m vllm
+
+# An offline (air-gapped) node's wheels, built here with the network (README, "From a laptop to GPUs and SLURM"):
+# what the lab needs and the node lacks, for the node's Python (PYTHON_VERSION) on x86_64 manylinux, the lab's
+# own wheel included. NODE_FREEZE: the node's `pip freeze` (default: the H200 node's image as read,
+# experiments/offline/h200_node.txt). On the node: pip install --no-index --find-links $(WHEELHOUSE) gigpo-lab
+PYTHON_VERSION ?= 3.12
+WHEELHOUSE ?= wheelhouse
+NODE_FREEZE ?=
+wheelhouse: install
+	$(PY) experiments/offline/wheelhouse.py --python-version $(PYTHON_VERSION) --out $(WHEELHOUSE) \
+		$(if $(NODE_FREEZE),--node-freeze $(NODE_FREEZE))
 
 # The MLflow UI screenshots of docs/TUTORIAL.md (docs/images/): a tiny sweep, compare, the UI, headless Chromium
 # (Debian: apt-get install -y chromium). Look at the images before committing them.
