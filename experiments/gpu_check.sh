@@ -14,7 +14,8 @@
 #   bash experiments/gpu_check.sh                 # on the GPU machine, from the repository root
 #   GPU_CHECK_TINY=1 bash experiments/gpu_check.sh  # a dry run of the script's plumbing on a CPU (tiny model)
 #
-# Each part reports PASS/FAIL on its own and the script goes on; the exit status is the number of failures.
+# Each part reports PASS/FAIL on its own (with its wall time and, where nvidia-smi answers, its peak GPU memory) and
+# the script goes on; the exit status is the number of failures.
 # Output goes to stdout and to $OUT (or a temporary folder): gpu_check.log, throughput.md, the run's MLflow store.
 set -u
 PY=${PY:-python}
@@ -24,14 +25,25 @@ mkdir -p "$OUT"
 export PYTHONPATH="$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 failures=0
-part() {  # part NAME TIMEOUT_S COMMAND...: run one part with a time limit, report PASS/FAIL and its wall time
-    local name=$1 limit=$2 start rc
+part() {  # part NAME TIMEOUT_S COMMAND...: run one part with a time limit, report PASS/FAIL, its wall time and,
+    # where nvidia-smi answers, the most GPU memory in use while it ran (sampled every 250 ms; PyTorch's cache included)
+    local name=$1 limit=$2 start rc smi="" peak=""
     shift 2
     echo "=== $name (limit ${limit}s)"
     start=$(date +%s)
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 250 >"$OUT/.smi" 2>/dev/null &
+        smi=$!
+    fi
     timeout "$limit" "$@"
     rc=$?
-    echo "=== $name: $([ $rc -eq 0 ] && echo PASS || echo "FAIL (exit $rc)") in $(($(date +%s) - start)) s"
+    if [ -n "$smi" ]; then
+        kill "$smi" 2>/dev/null
+        wait "$smi" 2>/dev/null
+        peak=$(sort -n "$OUT/.smi" | tail -1)
+        rm -f "$OUT/.smi"
+    fi
+    echo "=== $name: $([ $rc -eq 0 ] && echo PASS || echo "FAIL (exit $rc)") in $(($(date +%s) - start)) s${peak:+, peak GPU memory $peak MiB (nvidia-smi)}"
     [ $rc -eq 0 ] || failures=$((failures + 1))
 }
 
