@@ -53,6 +53,9 @@ class RunKeys:
     ckpt_path: Optional[str]  # noqa: UP045
     #: true = every log line (Lightning, MLflow, Hydra), warnings, and the traceback of an error.
     verbose: bool
+    #: In a multirun (-m): true = go on with the sweep launched earlier with the same overrides: its jobs whose
+    #: runs FINISHED are skipped, the others run again (gigpo_lab/tracking/sweep_resume.py).
+    resume: bool
 
 
 #: What each config group selects (CONFIG.md's group table), one line each.

@@ -11,6 +11,7 @@ TINY = [
     "rollout.groups=2",
     "rollout.group_size=2",
     "rollout.eval_episodes=2",
+    "rollout.eval_greedy_episodes=1",
     "env.max_turns=4",
 ]
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from gigpo_lab.tracking.mlflow_tracker import sqlite_file
 from gigpo_lab.tracking.sweep import ROLE_TAG
+from gigpo_lab.tracking.sweep_resume import latest_runs
 
 DEFAULT_METRIC = "eval/success_rate"
 EVAL_STEPS = "eval/env_steps_total"  # cumulative training env steps at each eval: the curves' x axis
@@ -242,7 +243,7 @@ def select_runs(
         runs = [r for r in _search_all(client, ids) if not _is_parent(r)]
     exp_name = experiment or client.get_experiment(ids[0]).name
     label = parent.data.tags.get("sweep_id", parent.info.run_id) if parent is not None else exp_name
-    records = [_record(r) for r in runs]
+    records = [_record(r) for r in latest_runs(runs)]  # a job a resumed sweep ran again: its latest run
     if not records:
         raise ValueError(f"no training runs in {note} of {uri}")
     check_metric(records, metric)

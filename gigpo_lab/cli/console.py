@@ -82,9 +82,10 @@ def print_summary(metrics: dict[str, float], uri: str, run_id: str, ckpt_dir: Pa
 
 
 def print_job_line(
-    cfg, job: int, metrics: dict[str, float] | None, error: BaseException | None = None
+    cfg, job: int, metrics: dict[str, float] | None, error: BaseException | None = None, note: str = ""
 ) -> None:
-    """One line per finished sweep job: its number, what it ran (estimator, ω, seed), final success, wall."""
+    """One line per finished sweep job: its number, what it ran (estimator, ω, seed), final success, wall
+    (and ``note``, e.g. a job a resumed sweep skipped)."""
     what = f"job {job:>2}  {describe(cfg)}  seed {cfg.seed}"
     if metrics is None:
         first = (str(error).strip().splitlines() or [""])[0][:100]
@@ -92,7 +93,10 @@ def print_job_line(
         return
     success = metrics.get("eval/success_rate", metrics.get("rollout/success_rate"))
     shown = "-" if success is None or success != success else f"{success:.2f}"
-    _write(f"{what}  success {shown}  wall {metrics.get('time/wall_s', 0.0):.1f} s")
+    _write(
+        f"{what}  success {shown}  wall {metrics.get('time/wall_s', 0.0):.1f} s"
+        + (f"  ({note})" if note else "")
+    )
 
 
 def print_sweep_header(sweep_id: str, overrides: str, uri: str, folder: str) -> None:

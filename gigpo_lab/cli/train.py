@@ -101,6 +101,12 @@ class Job:
             sys.argv = list(self.launch_argv)
         verbose = bool(cfg.get("verbose", False))
         configure_output(verbose)  # again here: joblib's workers are fresh processes
+        resumed = _ResumedJob.of(cfg)
+        if resumed is not None and resumed.finished is not None:
+            metrics = resumed.metrics()
+            if is_launch_rank_zero():
+                print_job_line(cfg, HydraConfig.get().job.num, metrics, note="finished earlier: skipped")
+            return metrics.get("eval/success_rate")
         reporter = ConsoleReporter()
         try:
             metrics = train(cfg, reporter)
@@ -114,9 +120,48 @@ class Job:
                 log.exception("job %s failed", HydraConfig.get().job.num)
             print_job_line(cfg, HydraConfig.get().job.num, None, err)
             return None
+        finally:
+            if resumed is not None and reporter.run_id is not None and is_launch_rank_zero():
+                resumed.supersede(reporter.run_id)
         if in_multirun() and is_launch_rank_zero():
             print_job_line(cfg, HydraConfig.get().job.num, metrics)
         return metrics.get("eval/success_rate")
+
+
+class _ResumedJob:
+    """A job of a sweep relaunched with ``resume=true`` (``gigpo_lab.tracking.sweep_resume``): its FINISHED run
+    under the sweep's parent, if it has one (the job is then skipped), and the earlier runs it supersedes."""
+
+    def __init__(self, cfg: DictConfig, parent_id: str) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
+        from gigpo_lab.tracking.sweep_resume import finished_run_of_job, job_key
+
+        self.tracker = MlflowTracker(cfg.tracking.uri or default_tracking_uri(), cfg.tracking.experiment)
+        self.experiment_id, self.parent_id = self.tracker.experiment_id(), parent_id
+        self.key = job_key(HydraConfig.get().overrides.task)
+        self.finished = finished_run_of_job(self.tracker.client, self.experiment_id, parent_id, self.key)
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> _ResumedJob | None:
+        """The job's resume record when ``resume=true`` in a tracked multirun, else None."""
+        from gigpo_lab.tracking.sweep import sweep_context
+
+        parent_id, _ = sweep_context()
+        if not (cfg.get("resume") and in_multirun() and parent_id):
+            return None
+        return cls(cfg, parent_id)
+
+    def metrics(self) -> dict[str, float]:
+        """The finished run's last metric values."""
+        return dict(self.finished.data.metrics)
+
+    def supersede(self, run_id: str) -> None:
+        """Tag the job's earlier runs under the parent as replaced by ``run_id``."""
+        from gigpo_lab.tracking.sweep_resume import supersede
+
+        supersede(self.tracker.client, self.experiment_id, self.parent_id, self.key, run_id)
 
 
 def print_sweep_event(event: SweepStarted | SweepEnded) -> None:

@@ -242,7 +242,7 @@ class MlflowTracker:
                     raise
                 raise missing from err
             return self.run_id
-        exp_id = self._experiment_id()
+        exp_id = self.experiment_id()
         tags = dict(self.tags)
         if self.parent_run_id:
             tags["mlflow.parentRunId"] = self.parent_run_id
@@ -260,10 +260,10 @@ class MlflowTracker:
         envelope = {"name": name, "createdAt": now, "updatedAt": now, "state": json.dumps(state)}
         with self._write_limits():
             self.client.set_experiment_tag(
-                self._experiment_id(), VIEW_TAG_PREFIX + view_id, json.dumps(envelope)
+                self.experiment_id(), VIEW_TAG_PREFIX + view_id, json.dumps(envelope)
             )
 
-    def _experiment_id(self) -> str:
+    def experiment_id(self) -> str:
         """The experiment's id; created (or, made by an older lab, tagged) as a model-training experiment, so
         that MLflow 3's UI opens it on the runs table, not on the GenAI traces overview."""
         client = self.client

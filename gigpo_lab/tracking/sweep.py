@@ -28,6 +28,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from gigpo_lab.tracking.mlflow_tracker import NOTE_TAG, experiment_view
+from gigpo_lab.tracking.sweep_resume import latest_runs, parent_to_resume, without_resume
 
 PARENT_ENV = "GIGPO_LAB_PARENT_RUN_ID"
 SWEEP_ENV = "GIGPO_LAB_SWEEP_ID"
@@ -187,7 +188,9 @@ class MlflowSweepCallback(Callback):
         label = choices.get("experiments") or choices.get("sweeps") or "multirun"
         sweep_id = f"{label}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         params = {k: str(v) for k, v in (config.hydra.sweeper.get("params") or {}).items()}
-        overrides = " ".join(config.hydra.overrides.task)
+        overrides = " ".join(without_resume(config.hydra.overrides.task))
+        if config.get("resume") and self._reopen(config, overrides):
+            return
         tags = {ROLE_TAG: "sweep-parent", "sweep_id": sweep_id, "sweep": label, "sweep_overrides": overrides}
         uri = config.tracking.uri or _default_uri()
         tags[NOTE_TAG] = (  # the run's description in MLflow's UI
@@ -216,6 +219,30 @@ class MlflowSweepCallback(Callback):
         log.info("MLflow sweep parent run %s (sweep id %s)", run_id, sweep_id)
         self.state.notify(SweepStarted(sweep_id, overrides, self.tracker.uri, str(config.hydra.sweep.dir)))
 
+    def _reopen(self, config: DictConfig, overrides: str) -> bool:
+        """``resume=true``: reopen the latest unfinished parent run of a sweep with these overrides and keep its
+        sweep id (``sweep_resume``); False when there is none (a fresh sweep starts)."""
+        tracker = _tracker(config)
+        tracker.check_reachable()
+        parent = parent_to_resume(tracker.client, tracker.experiment_id(), overrides)
+        if parent is None:
+            log.warning("resume=true: no unfinished sweep with overrides %r; starting a new one", overrides)
+            return False
+        sweep_id = parent.data.tags["sweep_id"]
+        self.tracker = _tracker(config, run_id=parent.info.run_id)
+        self.planned = planned_jobs(config)
+        self.tracker.start()
+        self.state.open_parents.append(self.tracker)
+        _exit_on_sigterm(self.state)
+        resumed = int(parent.data.tags.get("resumed", "0")) + 1
+        self.tracker.set_tags({"resumed": resumed})
+        if "error" in parent.data.tags:
+            self.tracker.client.delete_tag(parent.info.run_id, "error")  # set again at the end if still due
+        os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = parent.info.run_id, sweep_id
+        log.info("MLflow sweep parent run %s (sweep id %s) resumed", parent.info.run_id, sweep_id)
+        self.state.notify(SweepStarted(sweep_id, overrides, self.tracker.uri, str(config.hydra.sweep.dir)))
+        return True
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.tracker is None or self.tracker not in self.state.open_parents:
             return
@@ -226,7 +253,7 @@ class MlflowSweepCallback(Callback):
         children = client.search_runs(
             [exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.tracker.run_id}'"
         )
-        statuses = [r.info.status for r in children]
+        statuses = [r.info.status for r in latest_runs(children)]  # a job run again: its latest run
         failed = sum(s != "FINISHED" for s in statuses)
         incomplete = self._incomplete(len(statuses))
         tags = {"jobs": len(statuses), "jobs_failed": failed}

@@ -10,11 +10,13 @@ from omegaconf import DictConfig
 
 from gigpo_lab.config_paths import hydra_choices, in_multirun
 from gigpo_lab.tracking.sweep import sweep_context
+from gigpo_lab.tracking.sweep_resume import JOB_KEY_TAG, job_key
 from gigpo_lab.training.run_names import estimator_name
 
 
 def run_tags(cfg: DictConfig) -> dict[str, str]:
-    """Tags: estimator, env, model, seed, ω where it applies, git commit, and the Hydra sweep id in multirun."""
+    """Tags: estimator, env, model, seed, ω where it applies, git commit, and in a multirun the sweep id,
+    the job's number and its identity (``sweep_job_key``: its overrides, for ``resume=true``)."""
     from hydra.core.hydra_config import HydraConfig
 
     choices = hydra_choices()
@@ -33,6 +35,7 @@ def run_tags(cfg: DictConfig) -> dict[str, str]:
         tags["sweep_id"] = sweep_id
     if in_multirun():
         tags["sweep_job"] = str(HydraConfig.get().job.num)
+        tags[JOB_KEY_TAG] = job_key(HydraConfig.get().overrides.task)
     for group in ("experiments", "sweeps"):
         if choices.get(group):
             tags[group] = choices[group]

@@ -41,8 +41,16 @@ def _script():
 
 
 def test_the_report_of_a_real_run_agrees_with_its_own_final_evaluation(tiny_overrides, tmp_path):
-    # 20 turns: the untrained greedy policy walks into the map's edge and stays, a cycle of one step
-    cfg = run_cfg(tiny_overrides, tmp_path, "run", "env.max_turns=20")
+    # 20 turns: the untrained greedy policy walks into the map's edge and stays, a cycle of one step; the run
+    # evaluates greedily, as the report does (the default evaluation samples), and stays untrained (lr 0)
+    cfg = run_cfg(
+        tiny_overrides,
+        tmp_path,
+        "run",
+        "env.max_turns=20",
+        "rollout.eval_greedy=true",
+        "trainer.optimizer.lr=0",
+    )
     train(cfg)
     overrides = [o for o in tiny_overrides if not o.startswith(("output_dir", "tracking.uri"))]
     overrides.append("env.max_turns=20")

@@ -131,3 +131,76 @@ def test_sigterm_at_each_point_of_a_sweep_ends_its_parent_failed_and_nothing_ove
     started_after = {"fit": 1, "fit-swallowed": 1, "job-end-swallowed": 1, "multirun-end-swallowed": 2}[point]
     assert len(children) == started_after  # the second job never starts once the signal has landed
     assert all(r.info.status in ("FINISHED", "FAILED") for r in children)
+
+
+def _finished_children(store: Path) -> int:
+    """How many sweep jobs have FINISHED runs, read through a read-only sqlite connection (``_has_child_run``)."""
+    import sqlite3
+
+    if not store.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1)) as db:
+            return db.execute(
+                "SELECT COUNT(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
+                "WHERE tags.key = 'mlflow.parentRunId' AND runs.status = 'FINISHED'"
+            ).fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_a_sweep_killed_midway_resumes_skipping_its_finished_jobs(tmp_path):
+    """SIGKILL to the launcher after its first job finished (the parent and the second job's run stay
+    RUNNING); the same command with resume=true reopens that parent, skips the finished job, runs the other
+    again (its dead run tagged superseded_by the new one), and ends the sweep FINISHED with one run per job."""
+    import signal
+    import time
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from tiny_sizes import TINY
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    args = [
+        "-m",
+        *TINY,
+        "trainer.iterations=3",
+        "hydra/launcher=local",
+        "hydra.launcher.n_jobs=1",
+        "seed=0,1",
+    ]
+    store = tmp_path / "mlflow.db"
+    proc = subprocess.Popen(
+        [str(BIN / "gigpo-lab"), "train", *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 300
+    while _finished_children(store) < 1 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    runs = _runs(store)
+    (parent,) = [r for r in runs if r.data.tags.get("gigpo_lab.role") == "sweep-parent"]
+    assert parent.info.status == "RUNNING"  # SIGKILL: nothing could end it
+    before = {r.info.run_id: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    done_before = {r.data.tags["seed"] for r in before.values() if r.info.status == "FINISHED"}
+    assert done_before == {"0"}, {r.data.tags["seed"]: r.info.status for r in before.values()}
+
+    resumed = _train([*args, "resume=true"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "finished earlier: skipped" in resumed.stdout + resumed.stderr
+    runs = _runs(store)
+    parents = [r for r in runs if r.data.tags.get("gigpo_lab.role") == "sweep-parent"]
+    assert [p.info.run_id for p in parents] == [parent.info.run_id]  # the same sweep, reopened
+    (parent,) = parents
+    assert parent.info.status == "FINISHED" and parent.data.tags["resumed"] == "1"
+    assert "error" not in parent.data.tags
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    latest = [r for r in children if "superseded_by" not in r.data.tags]
+    assert sorted(r.data.tags["seed"] for r in latest) == ["0", "1"]
+    assert all(r.info.status == "FINISHED" for r in latest)
+    (skipped,) = [r for r in latest if r.data.tags["seed"] == "0"]
+    assert skipped.info.run_id in before  # not run again
+    superseded = [r for r in children if "superseded_by" in r.data.tags]
+    assert all(r.info.run_id in before and r.data.tags["seed"] == "1" for r in superseded)
+    (rerun,) = [r for r in latest if r.data.tags["seed"] == "1"]
+    assert all(r.data.tags["superseded_by"] == rerun.info.run_id for r in superseded)

@@ -141,3 +141,14 @@ def test_a_sweep_that_ran_every_job_ends_finished(tmp_path, state, monkeypatch):
     callback.on_multirun_end(cfg)
     assert _status(callback.tracker) == ("FINISHED", None)
     assert state.failures() == []
+
+
+def test_a_jobs_key_is_its_overrides_without_resume_in_any_order():
+    from gigpo_lab.tracking.sweep_resume import job_key, without_resume
+
+    assert without_resume(["seed=1", "resume=true", "+resume=false", "estimator=grpo"]) == [
+        "seed=1",
+        "estimator=grpo",
+    ]
+    assert job_key(["seed=1", "estimator=grpo", "resume=true"]) == job_key(["estimator=grpo", "seed=1"])
+    assert job_key(["seed=1"]) != job_key(["seed=10"])
