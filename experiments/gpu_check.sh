@@ -95,7 +95,7 @@ part "5 bf16-mixed iterations, 0.5B Qwen2" 240 $PY -m gigpo_lab.cli train model=
     lightning=gpu lightning.accelerator=$ACCEL lightning.precision=bf16-mixed trainer.iterations=5 \
     trainer.eval_every=5 trainer.checkpoint_every=100 lightning.progress_bar=false trainer.micro_batch_size=16 \
     trainer.optimizer.lr=1e-6 trainer.minibatch_size=64 trainer.ppo_epochs=1 \
-    rollout.groups=4 rollout.group_size=8 rollout.max_new_tokens=16 rollout.eval_episodes=8 env.max_turns=4 \
+    rollout.groups=4 rollout.group_size=8 rollout.max_new_tokens=16 rollout.eval_episodes=8 rollout.eval_greedy_episodes=4 env.max_turns=4 \
     output_dir="$OUT/run" tracking.uri="sqlite:///$OUT/mlflow.db" tracking.log_checkpoint=false \
     hydra.run.dir="$OUT/hydra"
 
@@ -103,8 +103,8 @@ part "5 bf16-mixed iterations, 0.5B Qwen2" 240 $PY -m gigpo_lab.cli train model=
 part "3 bf16-mixed iterations under lightning=fsdp, 0.5B Qwen2" 150 $PY -m gigpo_lab.cli train model=hf \
     model.path="$MODEL" lightning=fsdp lightning.devices=1 lightning.accelerator=$ACCEL lightning.precision=bf16-mixed \
     trainer.iterations=3 trainer.eval_every=3 trainer.checkpoint_every=3 lightning.progress_bar=false \
-    trainer.optimizer.lr=1e-6 trainer.ppo_epochs=1 \
-    rollout.groups=4 rollout.group_size=8 rollout.max_new_tokens=16 rollout.eval_episodes=8 env.max_turns=4 \
+    trainer.optimizer.lr=1e-6 trainer.ppo_epochs=1 trainer.micro_batch_size=16 trainer.minibatch_size=64 \
+    rollout.groups=4 rollout.group_size=8 rollout.max_new_tokens=16 rollout.eval_episodes=8 rollout.eval_greedy_episodes=4 env.max_turns=4 \
     output_dir="$OUT/fsdp_run" tracking.uri="sqlite:///$OUT/mlflow.db" tracking.log_checkpoint=false \
     hydra.run.dir="$OUT/hydra_fsdp"
 

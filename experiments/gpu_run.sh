@@ -31,6 +31,7 @@ PARTS=${GPU_RUN_PARTS:-bench train check}
 TINY=${GPU_CHECK_TINY:-0}
 START=$(date +%s)
 mkdir -p "$OUT" "$WORK"
+export WORK  # read by the bench part's inner shell
 exec > >(tee -a "$OUT/gpu_run.log") 2>&1
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 export MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=1 TOKENIZERS_PARALLELISM=false

@@ -85,7 +85,7 @@ class HFGenerateEngine:
         logp = (
             F.log_softmax(torch.stack(out.scores, 1).float(), -1).gather(-1, response[..., None]).squeeze(-1)
         )
-        is_stop = torch.isin(response, torch.tensor(policy.stop_ids()))
+        is_stop = torch.isin(response, torch.tensor(policy.stop_ids(), device=response.device))
         mask = (is_stop.long().cumsum(1) - is_stop.long()) == 0  # up to and including the first stop
         response = response.masked_fill(~mask, policy.tokenizer.pad_id)
         texts = [policy.tokenizer.decode(r[m].tolist()) for r, m in zip(response, mask, strict=True)]

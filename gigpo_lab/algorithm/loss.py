@@ -284,7 +284,9 @@ class PolicyLoss:
         if ref_logp is not None and self.kl_coef > 0:
             kl = aggregate(kl_per_token(logp, ref_logp, self.kl_estimator), mask, self.aggregation)
         ent = aggregate(entropy, mask, self.aggregation) if entropy is not None else zero
-        loss = pg_loss - self.entropy_coef * ent
+        # the term only when it is on: 0 * a non-finite entropy (a bf16 probability that underflowed to 0 times
+        # its log, -inf) is NaN, and the H200 check's 0.5 B bf16-mixed run went NaN at its fourth iteration
+        loss = pg_loss - self.entropy_coef * ent if self.entropy_coef else pg_loss
         if not self.kl_in_reward:
             loss = loss + self.kl_coef * kl
         with torch.no_grad():

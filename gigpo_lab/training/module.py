@@ -416,6 +416,12 @@ class GiGPOModule(L.LightningModule):
         grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
         if grads:
             norm = full_value(torch.nn.utils.get_total_norm(grads))  # over every rank's shard under fsdp
+            if not torch.isfinite(norm):  # before the step writes it into the weights (and the next checkpoint)
+                raise FloatingPointError(
+                    f"the gradient norm is {float(norm)} at iteration {self.current_epoch} with a finite loss: a "
+                    "non-finite gradient in the backward pass; the checkpoint before this iteration is kept (on a "
+                    "GPU in bf16-mixed, try lightning.precision=32-true to tell a precision problem from a bug)"
+                )
             self._train_stats["train/grad_norm"].append(float(norm))
 
     def on_train_batch_end(self, outputs, batch: StepBatch, batch_idx: int) -> None:

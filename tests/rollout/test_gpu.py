@@ -77,8 +77,6 @@ def test_collector_with_a_cuda_policy_returns_a_cpu_batch():
     batch, metrics = collector.collect([0, 1, 2, 3], torch.Generator().manual_seed(0))
     assert batch.prompt_ids.device.type == "cpu" and batch.old_logprobs.device.type == "cpu"
     assert metrics["rollout/env_steps"] == len(batch)
-    assert set(collector.evaluate(range(4), torch.Generator())) == {
-        "eval/success_rate",
-        "eval/return",
-        "eval/length",
-    }
+    assert {"eval/success_rate", "eval/return", "eval/length"} <= set(
+        collector.evaluate(range(4), torch.Generator(), greedy=False, temperature=0.4)
+    )
