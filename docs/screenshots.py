@@ -55,7 +55,7 @@ PAGES = {
     "ui_child_charts.png": ("/runs/{child}/model-metrics?" + MODEL_TRAINING_QUERY, 90000),
     "ui_parent_overview.png": ("/runs/{parent}?" + MODEL_TRAINING_QUERY, 30000),
     "ui_parent_artifacts.png": (
-        "/runs/{parent}/artifacts/compare/learning_curves-eval_success_rate.png?" + MODEL_TRAINING_QUERY,
+        "/runs/{parent}/artifacts/compare/learning_curves-eval_final.png?" + MODEL_TRAINING_QUERY,
         30000,
     ),
 }

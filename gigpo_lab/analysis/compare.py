@@ -9,17 +9,27 @@ a warning.
 
 Writes, with the metric in every file name so that a compare of another metric does not overwrite them:
 ``compare-<metric>.md``, ``learning_curves-<metric>.png``, ``aggregate-<metric>.png``,
-``improvement-<metric>.png``, ``profile-<metric>.png`` and (with two or more ω) ``omega_ablation-<metric>.png``;
+``improvement-<metric>.png``, ``profile-<metric>.png`` and (with two or more ω) ``omega_ablation-<metric>.png``,
+and ``per_seed-<metric>.json`` (every arm's value per seed, every contrast's pairs: ``contrasts.per_seed``);
 and logs them under ``compare/`` on the sweep's parent run.
+
+Paired contrasts (``contrasts.py``, ``paired.py``): configurations of one env that share seeds are compared
+seed by seed, ``--contrast A:B`` (repeatable; default every configuration against ``--baseline``), as one
+family (``--family``) with Holm-adjusted p-values, over ``--resamples`` (default 50,000) resamples.
+
+The metric is ``--metric``, by default ``eval/final`` where the runs logged it, else ``eval/success_rate``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
-from gigpo_lab.analysis.runs import DEFAULT_METRIC, Selection, select_runs, store_uri
+from gigpo_lab.analysis.contrasts import ContrastSpec, Family, paired_family, per_seed
+from gigpo_lab.analysis.paired import RESAMPLES
+from gigpo_lab.analysis.runs import DEFAULT_METRIC, PRIMARY_METRIC, Selection, select_runs, store_uri
 from gigpo_lab.analysis.summary import DEFAULT_BASELINE, DEFAULT_THRESHOLD, Summary, summarize
 
 __all__ = ["main", "metric_slug", "store_uri", "write_report"]
@@ -39,8 +49,10 @@ def write_report(
     warnings=(),
     uri: str | None = None,
     parent_run_id: str | None = None,
+    family: Family | None = None,
 ) -> list[Path]:
-    """Write the plots and ``compare-<metric>.md`` to ``out_dir``; log them under ``compare/`` on the parent."""
+    """Write ``compare-<metric>.md``, ``per_seed-<metric>.json`` and the plots to ``out_dir``; log them under
+    ``compare/`` on the parent run."""
     from gigpo_lab.analysis import plots
 
     out = Path(out_dir)
@@ -78,8 +90,12 @@ def write_report(
     from gigpo_lab.analysis.report import to_markdown
 
     md = out / f"compare-{slug}.md"
-    md.write_text(to_markdown(summary, title, note, warnings, images), encoding="utf-8")
-    written = [md, *images]
+    md.write_text(to_markdown(summary, title, note, warnings, images, family), encoding="utf-8")
+    seeds = out / f"per_seed-{slug}.json"
+    seeds.write_text(
+        json.dumps(per_seed(summary, family), indent=1, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    written = [md, seeds, *images]
     if parent_run_id is not None:
         from mlflow.tracking import MlflowClient
 
@@ -93,7 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gigpo-lab compare",
         description="Compare the configurations of a sweep over their seeds: IQM and mean with 95% stratified "
-        "bootstrap CIs, probability of improvement, solved k/n, env steps to a threshold, and plots. "
+        "bootstrap CIs, probability of improvement, paired contrasts by seed (Holm-adjusted), solved k/n, env "
+        "steps to a threshold, and plots. "
         "Without --experiment or --sweep: the latest sweep of the store.",
     )
     parser.add_argument(
@@ -111,7 +128,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", help="tracking URI or sqlite file (default: sqlite:///<cwd>/mlflow.db)")
     parser.add_argument("--out", help="output folder (default: compare/<sweep id or experiment>)")
     parser.add_argument(
-        "--metric", default=DEFAULT_METRIC, help=f"metric to compare (default {DEFAULT_METRIC})"
+        "--metric",
+        help=f"metric to compare (default {PRIMARY_METRIC} where the runs logged it, else {DEFAULT_METRIC})",
     )
     parser.add_argument(
         "--threshold",
@@ -124,6 +142,24 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_BASELINE,
         help=f"the configuration P(>base) compares to, by words of its label (default {DEFAULT_BASELINE!r}; "
         "e.g. 'gigpo w=0')",
+    )
+    parser.add_argument(
+        "--contrast",
+        action="append",
+        default=[],
+        metavar="A:B",
+        help="a paired contrast A vs B, each side words of a label as --baseline (e.g. gigpo:grpo); repeat "
+        "for a family (default: every configuration vs the baseline)",
+    )
+    parser.add_argument(
+        "--family", help="the family's name, Holm-corrected together (default 'primary' with --contrast)"
+    )
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=RESAMPLES,
+        help=f"bootstrap resamples and sign flips per contrast (default {RESAMPLES:,}, for published tables; "
+        "fewer prints a larger Monte-Carlo error)",
     )
     parser.add_argument(
         "--wide", action="store_true", help="every column on the terminal (default: 100 columns)"
@@ -141,7 +177,7 @@ def _title(selection: Selection, summary: Summary) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``gigpo-lab compare [--experiment NAME] [--sweep ID | --all-sweeps] [--metric KEY] [--threshold X] …``."""
+    """``gigpo-lab compare [--experiment NAME] [--sweep ID | --all-sweeps] [--metric KEY] [--contrast A:B …]``."""
     from gigpo_lab.analysis.configs import group_configs
     from gigpo_lab.analysis.report import print_table
 
@@ -152,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
             uri, experiment=args.experiment, sweep=args.sweep, all_sweeps=args.all_sweeps, metric=args.metric
         )
         configs, warnings = group_configs(selection.records)
-        summary = summarize(configs, args.metric, threshold=args.threshold, baseline=args.baseline)
+        summary = summarize(configs, selection.metric, threshold=args.threshold, baseline=args.baseline)
+        specs = [ContrastSpec.parse(text) for text in args.contrast]
+        family = paired_family(summary, specs, name=args.family, resamples=args.resamples)
     except ValueError as err:
         sys.stderr.write(f"gigpo-lab compare: {err}\n")
         return 1
@@ -160,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"gigpo-lab compare: WARNING: {warning}\n")
     title = _title(selection, summary)
     sys.stdout.write(f"comparing {selection.note}: {len(selection.records)} runs\n")
-    print_table(summary, title, wide=args.wide)
+    print_table(summary, title, wide=args.wide, family=family)
     out = Path(args.out) if args.out else Path("compare") / selection.label.replace("/", "_")
     written = write_report(
         summary,
@@ -170,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings=warnings,
         uri=uri,
         parent_run_id=selection.parent_run_id,
+        family=family,
     )
     where = (
         f"; logged under compare/ on the sweep's parent run {selection.parent_run_id}"

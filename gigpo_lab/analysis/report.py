@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gigpo_lab.analysis.contrasts import INTERVAL, TEST, Family
 from gigpo_lab.analysis.stats import Estimate
 from gigpo_lab.analysis.summary import MethodRow, Row, Summary
 
@@ -113,6 +114,68 @@ def method_table(summary: Summary, terminal: bool = False) -> tuple[list[str], l
     return header, cells
 
 
+def effect(d_z: float) -> str:
+    """d_z to 3 decimals; ±∞ when every paired difference is the same non-zero value."""
+    return num(d_z) if not math.isinf(d_z) else f"{'−' if d_z < 0 else ''}∞"
+
+
+def p_value(p: float) -> str:
+    return f"{p:.3g}" if math.isfinite(p) else "—"
+
+
+def paired_table(family: Family, terminal: bool = False) -> tuple[list[str], list[list[str]]]:
+    """One row per contrast A vs B: pairs, mean difference, paired P(A > B), d_z, raw and Holm p."""
+    nl = "\n" if terminal else " "
+    header = ["contrast A vs B", "pairs", f"mean A−B{nl}95% CI", f"P(A>B){nl}95% CI", "d_z", "p", "p Holm"]
+    header += [] if terminal else ["MC error: CI, p"]
+    cells = []
+    for c in family.contrasts:
+        r = c.result
+        line = [
+            c.label,
+            str(r.n),
+            cell(Estimate(r.mean_difference, r.mean_low, r.mean_high), terminal),
+            cell(Estimate(r.improvement, r.improvement_low, r.improvement_high), terminal),
+            effect(r.d_z),
+            p_value(r.p_value) + ("" if r.exact else "*"),
+            p_value(c.p_holm),
+        ]
+        cells.append(line if terminal else [*line, f"{r.ci_mc_error:.2g}, {r.p_mc_error:.2g}"])
+    return header, cells
+
+
+def paired_heading(family: Family) -> str:
+    """What the paired table holds: the family, its test, its correction and the resamples with their error."""
+    results = [c.result for c in family.contrasts]
+    ci_error = max((r.ci_mc_error for r in results), default=0.0)
+    p_error = max((r.p_mc_error for r in results), default=0.0)
+    return (
+        f"paired contrasts, family {family.name!r} (Holm over {len(results)}): p from a {TEST}, "
+        f"exact where 2^pairs <= resamples (* = Monte-Carlo); 95% CIs by {INTERVAL}; {family.resamples:,} "
+        f"resamples, Monte-Carlo error (1 SE) <= {ci_error:.2g} on a CI endpoint, <= {p_error:.2g} on a p"
+    )
+
+
+def paired_markdown(family: Family) -> list[str]:
+    """The paired section of compare-<metric>.md."""
+    m = f"`{family.metric}`"
+    lines = [
+        f"## Paired contrasts: family {family.name!r}",
+        "",
+        f"Each contrast pairs the seeds that finished in both arms (the same training env seeds and evaluation "
+        f"episodes). *mean A−B*: the mean over seeds of A's final {m} minus B's. *P(A>B)*: the share of seeds "
+        "on which A beats B, ties half (rliable's probability of improvement, paired). *d_z*: Cohen's d_z, the "
+        "mean difference over its standard deviation (no Hedges correction). *p*: two-sided; *p Holm*: "
+        "Holm-adjusted over the family. The per-seed values are in per_seed-<metric>.json.",
+        "",
+        paired_heading(family) + ".",
+        "",
+    ]
+    lines += [*_md_table(*paired_table(family)), ""] if family.contrasts else ["No contrast had pairs.", ""]
+    lines += [f"- {n}" for n in family.notes] + ([""] if family.notes else [])
+    return lines
+
+
 def profile_levels(summary: Summary) -> list[float]:
     """The levels τ of the performance profile: 0…1 for a rate, else 0–100% of the scores' range."""
     if is_rate(summary.metric):
@@ -144,8 +207,11 @@ def _md_table(header: Sequence[str], cells: Sequence[Sequence[str]]) -> list[str
     ]
 
 
-def to_markdown(summary: Summary, title: str = "", note: str = "", warnings=(), images=()) -> str:
-    """compare-<metric>.md: title, method, the table (every column), across envs, profile, warnings, failures, plots."""
+def to_markdown(
+    summary: Summary, title: str = "", note: str = "", warnings=(), images=(), family: Family | None = None
+) -> str:
+    """compare-<metric>.md: title, method, the table (every column), across envs, paired contrasts, profile,
+    warnings, failures, plots."""
     from gigpo_lab.analysis.stats import performance_profile
 
     m, thr = f"`{summary.metric}`", f"{summary.threshold:g}"
@@ -165,6 +231,7 @@ def to_markdown(summary: Summary, title: str = "", note: str = "", warnings=(), 
     ]
     if summary.methods:
         lines += ["## Across envs (stratified by env)", "", *_md_table(*method_table(summary)), ""]
+    lines += paired_markdown(family) if family is not None else []
     levels = profile_levels(summary)
     if levels and any(r.n for r in summary.rows):
         lines += [f"## Performance profile: share of runs with final {m} ≥ τ", ""]
@@ -188,8 +255,10 @@ def to_markdown(summary: Summary, title: str = "", note: str = "", warnings=(), 
     return "\n".join(lines).rstrip() + "\n"
 
 
-def print_table(summary: Summary, title: str = "", *, wide: bool = False, file=None) -> None:
-    """The table (and the across-envs table) on the terminal; 100 columns unless ``wide``."""
+def print_table(
+    summary: Summary, title: str = "", *, wide: bool = False, file=None, family: Family | None = None
+) -> None:
+    """The table (the across-envs table, the paired contrasts) on the terminal; 100 columns unless ``wide``."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -214,6 +283,10 @@ def print_table(summary: Summary, title: str = "", *, wide: bool = False, file=N
     show(*table(summary, terminal=True, wide=wide), f"{heading} · final {summary.metric}", summary.rows)
     if summary.methods:
         show(*method_table(summary, terminal=True), f"across envs (stratified) · final {summary.metric}")
+    if family is not None and family.contrasts:
+        show(*paired_table(family, terminal=True), paired_heading(family))
+    for note in family.notes if family is not None else []:
+        console.print(f"note: {note}", markup=False)
     for note in summary.notes:
         console.print(f"note: {note}", markup=False)
     for line in failed_lines(summary):

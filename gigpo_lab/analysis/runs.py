@@ -9,7 +9,8 @@ of its single runs. The lab's conventions are read: a sweep's parent run carries
 ``estimator``, ``step_advantage_weight`` (ω, gigpo-family), ``env``, ``model``, ``seed`` (``run_tags.py``).
 
 Reads: one paged ``search_runs`` (params, tags, final metric values), then ``get_metric_history`` of two
-keys per finished run: the compared metric and ``eval/env_steps_total`` (the curves' x axis).
+keys per finished run: the compared metric and ``eval/env_steps_total`` (the curves' x axis). The compared
+metric is ``eval/final`` where the runs logged it, else ``eval/success_rate`` (``default_metric``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from gigpo_lab.tracking.mlflow_tracker import sqlite_file
 from gigpo_lab.tracking.sweep import ROLE_TAG
 from gigpo_lab.tracking.sweep_resume import latest_runs
 
-DEFAULT_METRIC = "eval/success_rate"
+#: A run's mean sampled success over its last evaluations (training/evaluation.py): compare's default metric.
+PRIMARY_METRIC = "eval/final"
+DEFAULT_METRIC = "eval/success_rate"  # compare's metric for runs that predate eval/final
 EVAL_STEPS = "eval/env_steps_total"  # cumulative training env steps at each eval: the curves' x axis
 ROLLOUT_STEPS = "rollout/env_steps_total"  # env steps a run used, from its final value
 PARENT_ROLE = "sweep-parent"  # the ROLE_TAG value of a sweep's parent run (tracking/sweep.py)
@@ -106,6 +109,7 @@ class Selection:
     experiment: str
     parent_run_id: str | None  # the sweep's parent run, where compare logs its report; None when pooled
     note: str  # how the runs were chosen, for the report
+    metric: str = DEFAULT_METRIC  # the compared metric (select_runs: the one asked for, or the default)
 
 
 def _search_all(client, experiment_ids: list[str], filter_string: str = "", order_by=None) -> list:
@@ -180,6 +184,11 @@ def _experiment_ids(client, uri: str, experiment: str | None) -> list[str]:
     return [exp.experiment_id]
 
 
+def default_metric(records: list[RunRecord]) -> str:
+    """``eval/final`` when a finished run logged it, else ``eval/success_rate`` (runs from before eval/final)."""
+    return PRIMARY_METRIC if any(PRIMARY_METRIC in r.final for r in records if r.finished) else DEFAULT_METRIC
+
+
 def check_metric(records: list[RunRecord], metric: str) -> None:
     """ValueError naming close matches when no finished run logged ``metric`` (a typo'd ``--metric``)."""
     import difflib
@@ -200,9 +209,11 @@ def select_runs(
     experiment: str | None = None,
     sweep: str | None = None,
     all_sweeps: bool = False,
-    metric: str = DEFAULT_METRIC,
+    metric: str | None = None,
 ) -> Selection:
     """The training runs to compare (sweep parents left out), with the histories of ``metric``.
+
+    ``metric`` None: ``default_metric`` of the runs; ``Selection.metric`` says which.
 
     Raises ``ValueError`` with the fix when nothing matches.
     """
@@ -246,6 +257,7 @@ def select_runs(
     records = [_record(r) for r in latest_runs(runs)]  # a job a resumed sweep ran again: its latest run
     if not records:
         raise ValueError(f"no training runs in {note} of {uri}")
+    metric = metric or default_metric(records)
     check_metric(records, metric)
     for rec in records:
         if rec.finished:
@@ -255,4 +267,4 @@ def select_runs(
                 )
                 rec.history[key] = {int(m.step): float(m.value) for m in points}
     parent_id = parent.info.run_id if parent is not None else None
-    return Selection(records, label, exp_name, parent_id, note)
+    return Selection(records, label, exp_name, parent_id, note, metric)

@@ -31,7 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-REPS = 2000  #: bootstrap resamples per interval (rliable's default for interval estimates)
+#: Bootstrap resamples per interval of the per-configuration table (rliable's get_interval_estimates defaults to
+#: 50,000, which the paired contrasts use: ``paired.RESAMPLES``; 2,000 keeps the many per-row and per-curve-point
+#: intervals quick).
+REPS = 2000
 LEVEL = 0.95  #: confidence level of every interval
 SEED = 0  #: the resampling seed: the same runs give the same report
 

@@ -207,7 +207,8 @@ def test_the_terminal_table_fits_100_columns_and_wide_shows_more(sweep):
 
 
 def test_cli_writes_the_table_plots_and_parent_artifacts(sweep, tmp_path):
-    """Through the console script; a second metric writes beside the first, overwriting nothing."""
+    """Through the console script, on the default metric eval/final (the runs log it); a second metric writes
+    beside the first, overwriting nothing."""
     out_dir = tmp_path / "report"
     cmd = [str(BIN / "gigpo-lab"), "compare", "--store", sweep.uri, "--sweep", sweep.parent_run_id]
     out = subprocess.run(
@@ -215,11 +216,12 @@ def test_cli_writes_the_table_plots_and_parent_artifacts(sweep, tmp_path):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "gigpo ω=1" in out.stdout and "grpo" in out.stdout and sweep.parent_run_id in out.stdout
-    md = (out_dir / "compare-eval_success_rate.md").read_text()
+    md = (out_dir / "compare-eval_final.md").read_text()
     assert "| configuration | n | solved ≥0.8 |" in md and "| grpo | 2 | " in md and "No failed runs." in md
+    assert "Metric `eval/final`" in md and "## Paired contrasts" in md
     pngs = {"learning_curves", "aggregate", "improvement", "profile"}
     for name in pngs:
-        assert_png(out_dir / f"{name}-eval_success_rate.png")
+        assert_png(out_dir / f"{name}-eval_final.png")
     assert not list(out_dir.glob("omega_ablation-*"))  # one ω value only
     before = {p.name: p.read_bytes() for p in out_dir.iterdir()}
     again = [*cmd[2:], "--out", str(out_dir), "--metric", "train/entropy"]
@@ -229,8 +231,10 @@ def test_cli_writes_the_table_plots_and_parent_artifacts(sweep, tmp_path):
     assert (out_dir / "compare-train_entropy.md").is_file()
     client = MlflowClient(tracking_uri=sweep.uri)
     logged = {Path(a.path).name for a in client.list_artifacts(sweep.parent_run_id, "compare")}
-    expected = {f"{n}-{m}.png" for n in pngs for m in ("eval_success_rate", "train_entropy")}
-    assert expected | {"compare-eval_success_rate.md", "compare-train_entropy.md"} <= logged
+    expected = {f"{n}-{m}.png" for n in pngs for m in ("eval_final", "train_entropy")}
+    assert (
+        expected | {"compare-eval_final.md", "compare-train_entropy.md", "per_seed-eval_final.json"} <= logged
+    )
 
 
 def test_curves_take_the_iqm_of_the_seeds_at_equal_env_steps(sweep):
@@ -297,9 +301,10 @@ def test_failed_job_is_reported_as_failed(omega_sweep, tmp_path):
     assert "| gigpo ω=-1 | 0 | 0/0 |" in md and "| 1 (all) |" in md
     assert "## Failed runs" in md and "step_advantage_weight=-1.0 must be a number >= 0" in md
     names = [p.name for p in written]
-    assert names[0] == "compare-eval_success_rate.md" and "omega_ablation-eval_success_rate.png" in names
+    assert names[:2] == ["compare-eval_success_rate.md", "per_seed-eval_success_rate.json"]
+    assert "omega_ablation-eval_success_rate.png" in names
     assert "improvement-eval_success_rate.png" not in names  # no baseline, no P(>base)
-    for png in written[1:]:
+    for png in written[2:]:
         assert_png(png)
     logged = {Path(a.path).name for a in client.list_artifacts(omega_sweep.parent_run_id, "compare")}
     assert logged == set(names)

@@ -86,9 +86,7 @@ def test_two_sweeps_are_compared_separately_by_default(store, tmp_path):
     assert re.search(r"gigpo ω=1\s+1\s+\d/1", out)  # seed 1 of the second sweep only
     code, out, err = _compare("--store", second.uri, "--sweep", first_id, "--out", str(tmp_path / "b"))
     assert code == 0 and re.search(r"gigpo ω=1\s+2\s+\d/2", out) and not err
-    assert (
-        (tmp_path / "b" / "compare-eval_success_rate.md").read_text().startswith(f"# Comparison: {first_id}")
-    )
+    assert (tmp_path / "b" / "compare-eval_final.md").read_text().startswith(f"# Comparison: {first_id}")
 
 
 def test_pooled_sweeps_count_a_repeated_seed_once_and_warn(store, tmp_path):
@@ -104,9 +102,7 @@ def test_pooled_sweeps_count_a_repeated_seed_once_and_warn(store, tmp_path):
     (config,), _ = group_configs(selection.records)
     newest = {r.seed: r for r in sorted(selection.records, key=lambda r: r.start_time)}
     assert {r.seed: r.run_id for r in config.runs} == {s: r.run_id for s, r in newest.items()}
-    assert (
-        len(config.dropped) == 1 and "## Warnings" in (tmp_path / "compare-eval_success_rate.md").read_text()
-    )
+    assert len(config.dropped) == 1 and "## Warnings" in (tmp_path / "compare-eval_final.md").read_text()
 
 
 def test_solved_and_steps_to_threshold_follow_the_logged_histories(store):
