@@ -28,6 +28,7 @@ from gigpo_lab.algorithm.base import (
     SINGLETON_POLICIES,
     Estimator,
     Singleton,
+    check_bool,
     check_bootstrap_truncated,
     check_choice,
     check_real,
@@ -35,6 +36,7 @@ from gigpo_lab.algorithm.base import (
 )
 from gigpo_lab.algorithm.grouping import group_normalize, group_stats, pack
 from gigpo_lab.algorithm.grpo import EPISODE_DEFAULTS, EpisodeLevel, GRPOSchema, episode_advantages
+from gigpo_lab.algorithm.placebo import placebo_keys, shuffle_step_groups
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
 from gigpo_lab.algorithm.returns import discounted_returns, truncated_tail
@@ -73,6 +75,10 @@ class GiGPO(Estimator):
             reward forever (``returns.truncated_tail``; needs gamma < 1). Without it, in an env that charges
             every step, a state visited late in a cut episode has a higher G_t than the same state visited
             early, so the step groups reward being late (docs/WHY_RUNS_FAIL.md, cause 6).
+        placebo: false (the default) or true, a control: inside each episode group the step groups keep
+            their sizes and their members are drawn at random (``placebo.py``), so A^S carries no state
+            information. At omega = 0 it is grpo, as gigpo is.
+        placebo_seed: an int mixed into the placebo's draw (with a hash of the batch); ignored without it.
     Note: with ``mode=mean_std_norm`` this is the paper's "GiGPO w/ std"; ``mean_norm`` is "w/o std".
     """
 
@@ -88,6 +94,8 @@ class GiGPO(Estimator):
         step_singleton: str = "zero",
         anchor_similarity_threshold: float | None = None,
         bootstrap_truncated: bool = False,
+        placebo: bool = False,
+        placebo_seed: int = 0,
     ) -> None:
         name = self.name
         self.step_advantage_weight = check_real(name, "step_advantage_weight", step_advantage_weight, low=0.0)
@@ -113,6 +121,10 @@ class GiGPO(Estimator):
                 high_open=True,
             )
         self.bootstrap_truncated = check_bootstrap_truncated(name, bootstrap_truncated, self.gamma)
+        self.placebo = check_bool(name, "placebo", placebo)
+        if isinstance(placebo_seed, bool) or not isinstance(placebo_seed, int):
+            raise TypeError(f"{name}: placebo_seed must be an int, got {placebo_seed!r}")
+        self.placebo_seed = placebo_seed
         super().__init__(
             step_advantage_weight=self.step_advantage_weight,
             gamma=self.gamma,
@@ -120,6 +132,8 @@ class GiGPO(Estimator):
             step_singleton=self.step_singleton,
             anchor_similarity_threshold=self.anchor_similarity_threshold,
             bootstrap_truncated=self.bootstrap_truncated,
+            placebo=self.placebo,
+            placebo_seed=self.placebo_seed,
         )
 
     @property
@@ -129,12 +143,18 @@ class GiGPO(Estimator):
         return (*BASE_COLUMNS, "step_ids", anchors, *cut)
 
     def step_groups(self, rows: Rows) -> tuple[torch.Tensor, int]:
-        """Step-group ids (N,) int64 in 0..S-1 and S: equal anchors inside one ``group_id``."""
+        """Step-group ids (N,) int64 in 0..S-1 and S: equal anchors inside one ``group_id`` (with ``placebo``:
+        the same sizes, random members)."""
         if self.anchor_similarity_threshold is None:
-            return pack(rows.group, rows.n_groups, rows.anchor)  # (group, anchor) pairs
-        return similarity_step_groups(
-            rows.anchor_texts, rows.group, rows.layout.position, self.anchor_similarity_threshold
-        )
+            ids, n = pack(rows.group, rows.n_groups, rows.anchor)  # (group, anchor) pairs
+        else:
+            ids, n = similarity_step_groups(
+                rows.anchor_texts, rows.group, rows.layout.position, self.anchor_similarity_threshold
+            )
+        if not self.placebo:
+            return ids, n
+        keys = placebo_keys(rows.traj_ids, rows.step, rows.rewards, rows.invalid, self.placebo_seed)
+        return shuffle_step_groups(ids, n, rows.group, keys), n
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         level = self.episode
@@ -183,6 +203,14 @@ class GiGPOSchema(GRPOSchema):
     #: episode when every step pays (docs/WHY_RUNS_FAIL.md, cause 6). A no-op, bit for bit, where cut episodes
     #: earn 0 a step (FrozenLake, Household, the paper's ALFWorld). GRPO has no step return, so no counterpart.
     bootstrap_truncated: bool = default_of(GiGPO, "bootstrap_truncated")  # type: ignore[assignment]
+    #: false = the step groups of the anchors (the paper's). true = a control, off by default: inside each
+    #: episode group the step groups keep their sizes and their rows are drawn at random (a hash of the batch
+    #: and placebo_seed seeds the draw), so the step level carries no state information and whatever GiGPO
+    #: gains over GRPO through it should vanish (docs/ALGORITHMS.md, "Controls").
+    placebo: bool = default_of(GiGPO, "placebo")  # type: ignore[assignment]
+    #: An int mixed into the placebo's draw with the batch's hash: another value, another random partition of
+    #: the same batch. Read only with placebo=true.
+    placebo_seed: int = default_of(GiGPO, "placebo_seed")  # type: ignore[assignment]
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
+from gigpo_lab.envs.no_repeat import NuisanceTokenWrapper
 from gigpo_lab.envs.text_actions import DEFAULT_ACTION_PATTERN, TextActionWrapper
 
 NAMESPACE = "gigpo_lab"
@@ -96,8 +97,9 @@ def make_env(
     action_pattern: str = DEFAULT_ACTION_PATTERN,
     name: str | None = None,
     invalid_reward: float = 0.0,
+    no_repeat: bool = False,
     **kwargs: Any,
-) -> TextActionWrapper:
+) -> gym.Wrapper:
     """Make a text env that parses model text: ``gymnasium.make`` + :class:`TextActionWrapper`.
 
     Args:
@@ -111,6 +113,9 @@ def make_env(
         name: short env name for run names; stored as ``env.name`` and not passed to the env
             (default: the id's name, lower-cased, e.g. ``frozenlake``).
         invalid_reward: the reward of an invalid turn (``TextActionWrapper``); default 0.
+        no_repeat: False (the default) or True, a control: a :class:`NuisanceTokenWrapper` around the
+            ``TextActionWrapper`` appends a number drawn every step to the observation and the anchor, so
+            states never repeat (``gigpo_lab/envs/no_repeat.py``).
         **kwargs: the env's constructor arguments (see each env class).
 
     Raises:
@@ -130,7 +135,10 @@ def make_env(
     _check_kwargs(id, gym.spec(target), {k: v for k, v in ctor_kwargs.items() if k != "env_id"})
     if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
         raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}.")
+    if not isinstance(no_repeat, bool):
+        raise TypeError(f"no_repeat must be true or false, got {no_repeat!r}.")
     env = gym.make(target, max_episode_steps=max_turns, **ctor_kwargs)
-    return TextActionWrapper(
+    text = TextActionWrapper(
         env, max_turns, action_pattern, name=name or spec.name.lower(), invalid_reward=invalid_reward
     )
+    return NuisanceTokenWrapper(text) if no_repeat else text

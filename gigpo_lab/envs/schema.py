@@ -38,6 +38,11 @@ class EnvConfig:
     #: Reward of an invalid turn (the state does not change). In an env that charges every step (CliffWalking:
     #: -1) set it to the step cost, or invalid turns become the cheapest way to spend the episode.
     invalid_reward: float = default_of(make_env, "invalid_reward")
+    #: false = the env as it is. true = the no-repeat control, off by default: a number drawn every step (one
+    #: in 10^12) is appended to the observation and the anchor, so states never repeat, GiGPO's step groups are
+    #: singletons and GiGPO equals GRPO (docs/ALGORITHMS.md, "Controls"). Every env option supports it; not
+    #: with estimator.anchor_similarity_threshold (the text clusters would merge the tagged anchors again).
+    no_repeat: bool = default_of(make_env, "no_repeat")
 
 
 #: The base schema, for an env option without keyword arguments of its own; each env module declares its

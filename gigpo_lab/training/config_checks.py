@@ -94,6 +94,7 @@ def validate_config(cfg: DictConfig) -> None:
                 "(G_t stops at the cut, as in the paper) or set estimator.gamma below 1",
             )
         )
+    checks.extend(_no_repeat_checks(cfg))
     from gigpo_lab.policy.schema import (
         TinyConfig,  # loaded by the compose already; torch stays out of imports
     )
@@ -156,6 +157,27 @@ def validate_config(cfg: DictConfig) -> None:
         check_env_config(cfg.env)
 
 
+def _no_repeat_checks(cfg: DictConfig) -> list[tuple[bool, str]]:
+    """What ``env.no_repeat=true`` (the no-repeat control, ``gigpo_lab/envs/no_repeat.py``) cannot run with."""
+    if not cfg.env.get("no_repeat", False):
+        return []
+    return [
+        (
+            cfg.env.get("_target_") == MAKE_ENV,
+            f"env.no_repeat=true wraps the env that {MAKE_ENV} builds, and env._target_ is "
+            f"{cfg.env.get('_target_')}; set env._target_={MAKE_ENV} or env.no_repeat=false",
+        ),
+        (
+            cfg.estimator.get("anchor_similarity_threshold") is None,
+            "env.no_repeat=true makes every anchor unique by a short suffix, which "
+            "estimator.anchor_similarity_threshold would cluster back together; set "
+            "estimator.anchor_similarity_threshold=null or env.no_repeat=false",
+        ),
+    ]
+
+
+#: ``env._target_`` of every env option (``gigpo_lab/envs/factory.py``; no gymnasium import here).
+MAKE_ENV = "gigpo_lab.envs.make_env"
 #: ``lightning.strategy._target_`` of ``lightning=fsdp`` (``gigpo_lab/training/fsdp.py``; no torch import here).
 SHARDED_STRATEGY = "gigpo_lab.training.fsdp.ShardedStrategy"
 
