@@ -18,9 +18,15 @@ from gigpo_lab.analysis.summary import MethodRow, Row, Summary
 TERMINAL_WIDTH = 100
 
 
+#: The run's primary metrics (``gigpo_lab/training/evaluation.py``): a mean success and an area normalised by
+#: its span, both fractions in [0, 1].
+UNIT_METRICS = ("eval/final", "eval/auc")
+
+
 def is_rate(metric: str) -> bool:
-    """Rates (success_rate, invalid_rate) are fractions in [0, 1]: fixed axes, profile levels in [0, 1]."""
-    return metric.endswith("_rate")
+    """Rates (success_rate, invalid_rate) and the primary metrics are fractions in [0, 1]: fixed axes, profile
+    levels in [0, 1]."""
+    return metric.endswith("_rate") or metric in UNIT_METRICS
 
 
 def num(v: float) -> str:

@@ -142,3 +142,10 @@ def test_clopper_pearson_known_values_and_bad_counts():
     assert stats.clopper_pearson(9, 10) == pytest.approx((0.55498, 0.99747), abs=1e-4)
     with pytest.raises(ValueError, match="0 <= solved <= n"):
         stats.clopper_pearson(11, 10)
+
+
+def test_the_primary_metrics_are_fractions_like_the_rates():
+    from gigpo_lab.analysis.report import is_rate
+
+    assert is_rate("eval/final") and is_rate("eval/auc") and is_rate("eval/success_rate")
+    assert not is_rate("eval/return") and not is_rate("eval/length")
