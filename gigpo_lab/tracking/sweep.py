@@ -94,6 +94,9 @@ class SweepState:
     notify: Callable[[SweepStarted | SweepEnded], None] = _log_event
     #: Parent runs opened and not closed yet (``fail_open_sweeps`` ends them if the launch dies).
     open_parents: list = field(default_factory=list)
+    #: The run ids of those parents whose jobs run on this machine (in process or in joblib workers), and so
+    #: stop with the launcher; a SLURM job goes on without it.
+    local_parents: set[str] = field(default_factory=set)
     #: Every sweep that ran to its end, with its jobs' outcome.
     ended: list[SweepEnded] = field(default_factory=list)
     #: Set when SIGTERM reached the launcher: the command then exits 143 even if the exception was swallowed
@@ -206,6 +209,8 @@ class MlflowSweepCallback(Callback):
             tags["jobs_planned"] = str(self.planned)
         run_id = self.tracker.start()
         self.state.open_parents.append(self.tracker)
+        if _jobs_are_local(config):
+            self.state.local_parents.add(run_id)
         _exit_on_sigterm(self.state)
         if params:
             # "+group=a,b" / "~key" sweep keys: MLflow param names may not contain '+' or '~'
@@ -233,6 +238,8 @@ class MlflowSweepCallback(Callback):
         self.planned = planned_jobs(config)
         self.tracker.start()
         self.state.open_parents.append(self.tracker)
+        if _jobs_are_local(config):
+            self.state.local_parents.add(parent.info.run_id)
         _exit_on_sigterm(self.state)
         resumed = int(parent.data.tags.get("resumed", "0")) + 1
         self.tracker.set_tags({"resumed": resumed})
@@ -295,6 +302,28 @@ def planned_jobs(config: DictConfig) -> int | None:
     return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
 
 
+def _jobs_are_local(config: DictConfig) -> bool:
+    """Whether the sweep's jobs run on this machine and stop with its launcher: Hydra's basic launcher (in
+    process) or the joblib launcher (worker processes), not a cluster's (submitit: SLURM jobs go on)."""
+    target = str(config.hydra.launcher.get("_target_", ""))
+    return "joblib" in target or target.endswith("BasicLauncher")
+
+
+def _end_orphaned_jobs(tracker, err: BaseException) -> None:
+    """The job runs under ``tracker``'s parent still RUNNING, ended KILLED with the reason: their worker
+    processes stopped with the launcher and cannot end them (joblib's workers are terminated with it)."""
+    client = tracker.client
+    children = client.search_runs(
+        [tracker.experiment_id()],
+        filter_string=f"tags.mlflow.parentRunId = '{tracker.run_id}' and attributes.status = 'RUNNING'",
+    )
+    for run in children:
+        client.set_tag(
+            run.info.run_id, "error", f"the sweep's launcher stopped while this job ran ({err})"[:5000]
+        )
+        client.set_terminated(run.info.run_id, status="KILLED")
+
+
 def _exit_on_sigterm(state: SweepState) -> None:
     """In the launcher, SIGTERM becomes an exception (exit code 143), so that the command ends the open parent
     run FAILED with the reason; Python's default would end the process with no cleanup and leave the parent
@@ -309,7 +338,8 @@ def _exit_on_sigterm(state: SweepState) -> None:
 def fail_open_sweeps(state: SweepState, err: BaseException) -> None:
     """End every parent run still open in ``state`` FAILED, with the reason in its ``error`` tag: the launcher
     died before the jobs ran (e.g. ``hydra/launcher=slurm`` where there is no ``sbatch``), so Hydra never
-    calls ``on_multirun_end``, or SIGTERM stopped it. No run is ever left RUNNING.
+    calls ``on_multirun_end``, or SIGTERM stopped it. A job run still RUNNING under a parent whose jobs run on
+    this machine is ended KILLED (its worker stopped with the launcher). No run is ever left RUNNING.
 
     A parent run that cannot be ended now (its store is locked or gone) stays in ``state.open_parents``, so
     that a later call can still end it."""
@@ -317,6 +347,8 @@ def fail_open_sweeps(state: SweepState, err: BaseException) -> None:
         os.environ.pop(env, None)
     for tracker in list(state.open_parents):
         try:
+            if tracker.run_id in state.local_parents:
+                _end_orphaned_jobs(tracker, err)
             tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
             tracker.end("FAILED")
         except Exception:  # the store is locked or went away: the run stays open for a later call

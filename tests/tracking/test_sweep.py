@@ -204,3 +204,50 @@ def test_a_sweep_killed_midway_resumes_skipping_its_finished_jobs(tmp_path):
     assert all(r.info.run_id in before and r.data.tags["seed"] == "1" for r in superseded)
     (rerun,) = [r for r in latest if r.data.tags["seed"] == "1"]
     assert all(r.data.tags["superseded_by"] == rerun.info.run_id for r in superseded)
+
+
+def _running_children(store: Path) -> int:
+    """How many sweep jobs have RUNNING runs (read-only sqlite, as ``_finished_children``)."""
+    import sqlite3
+
+    if not store.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1)) as db:
+            return db.execute(
+                "SELECT COUNT(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
+                "WHERE tags.key = 'mlflow.parentRunId' AND runs.status = 'RUNNING'"
+            ).fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_sigterm_to_a_launcher_with_joblib_workers_leaves_no_job_run_running(tmp_path):
+    """Two jobs in joblib worker processes when SIGTERM reaches the launcher: the workers stop with it and
+    cannot end their runs, so the launcher ends them KILLED with the reason, and the parent FAILED."""
+    import signal
+    import time
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from tiny_sizes import TINY
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    args = ["-m", *TINY, "trainer.iterations=300", "hydra/launcher=local", "hydra.launcher.n_jobs=2", "seed=0,1"]
+    store = tmp_path / "mlflow.db"
+    proc = subprocess.Popen(
+        [str(BIN / "gigpo-lab"), "train", *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 300
+    while _running_children(store) < 2 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    runs = _runs(store)
+    (parent,) = [r for r in runs if r.data.tags.get("gigpo_lab.role") == "sweep-parent"]
+    assert parent.info.status == "FAILED" and "SIGTERM" in parent.data.tags["error"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(children) == 2
+    assert all(r.info.status in ("KILLED", "FAILED") for r in children), [r.info.status for r in children]
+    assert all("launcher stopped" in r.data.tags["error"] for r in children if r.info.status == "KILLED")
