@@ -104,7 +104,16 @@ def test_sigterm_to_the_launcher_ends_its_parent_run_failed(tmp_path):
     assert parent.info.status == "FAILED" and "SIGTERM" in parent.data.tags["error"]
 
 
-@pytest.mark.parametrize("point", ["fit", "fit-swallowed", "job-end-swallowed", "multirun-end-swallowed"])
+@pytest.mark.parametrize(
+    "point",
+    [
+        # the FINISHED-after-SIGTERM race itself runs in the default suite; the other points are slow-marked
+        pytest.param("fit", marks=pytest.mark.slow),
+        pytest.param("fit-swallowed", marks=pytest.mark.slow),
+        "job-end-swallowed",
+        pytest.param("multirun-end-swallowed", marks=pytest.mark.slow),
+    ],
+)
 def test_sigterm_at_each_point_of_a_sweep_ends_its_parent_failed_and_nothing_overwrites_it(tmp_path, point):
     """SIGTERM delivered at each point of a two-job sweep (``sigterm_points.py``), including where its
     exception is swallowed on the way up (raised inside a finalizer): the command exits 143 and the parent
@@ -232,7 +241,14 @@ def test_sigterm_to_a_launcher_with_joblib_workers_leaves_no_job_run_running(tmp
     from tiny_sizes import TINY
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    args = ["-m", *TINY, "trainer.iterations=300", "hydra/launcher=local", "hydra.launcher.n_jobs=2", "seed=0,1"]
+    args = [
+        "-m",
+        *TINY,
+        "trainer.iterations=300",
+        "hydra/launcher=local",
+        "hydra.launcher.n_jobs=2",
+        "seed=0,1",
+    ]
     store = tmp_path / "mlflow.db"
     proc = subprocess.Popen(
         [str(BIN / "gigpo-lab"), "train", *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
