@@ -6,7 +6,8 @@ For each finished run of the store's latest sweep: estimator, seed, ``eval/final
 evaluation), the last greedy success, the env steps used, and the dose of the exploration stream: the median
 ``adv/stream_ratio`` over the first 10 iterations. Writes ``per_seed.json`` (every run) and ``rows.md``: per
 estimator the mean of each metric with a 95% percentile-bootstrap interval over seeds (50,000 resamples), and
-the median dose; the largest ratio between two estimators' median doses is printed under the table.
+the median dose; the largest ratio between two estimators' median doses is printed under the table. Each run's
+evaluation seconds (``time/eval_s`` summed) and wall seconds are kept in the JSON, for evaluation's share.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def read_runs(uri: str) -> list[dict]:
                 "greedy_success": _last(client, rid, "eval/greedy_success_rate"),
                 "env_steps": _last(client, rid, "rollout/env_steps_total"),
                 "stream_ratio_median_first10": statistics.median(early) if early else None,
+                "eval_s_total": sum(m.value for m in client.get_metric_history(rid, "time/eval_s")),
+                "wall_s": float(run.data.tags["wall_s"]) if "wall_s" in run.data.tags else None,
             }
         )
     return sorted(rows, key=lambda r: (r["estimator"], r["seed"]))

@@ -219,16 +219,16 @@ def open_run(cfg: DictConfig, out: Path, tracker):
     return BufferedRun(tracker, out, skip=() if fresh else tracker.logged_points())
 
 
-def record_failed_job(cfg: DictConfig, err: BaseException) -> None:
+def record_failed_job(cfg: DictConfig, err: BaseException) -> str:
     """A sweep job that failed before its run opened (a bad value in one job of the grid): a FAILED child run
-    of the sweep with the reason, so the sweep's summary counts it and ``compare`` lists it."""
+    of the sweep with the reason, so the sweep's summary counts it and ``compare`` lists it. Returns its id."""
     from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
     from gigpo_lab.tracking.sweep import sweep_context
 
     try:
         name, tags = run_name(cfg), run_tags(cfg)
     except Exception:  # the config is too broken to name the run: the job's overrides name it
-        name, tags = "failed-job", {}
+        name, tags = "failed-job", _job_identity()
     tracker = MlflowTracker(
         cfg.tracking.uri or default_tracking_uri(),
         cfg.tracking.experiment,
@@ -239,6 +239,17 @@ def record_failed_job(cfg: DictConfig, err: BaseException) -> None:
     tracker.start()
     tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
     tracker.end("FAILED")
+    return tracker.run_id
+
+
+def _job_identity() -> dict[str, str]:
+    """The ``sweep_job_key`` tag alone (a resumed sweep supersedes the run by it), when in a multirun."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from gigpo_lab.config_paths import in_multirun
+    from gigpo_lab.tracking.sweep_resume import JOB_KEY_TAG, job_key
+
+    return {JOB_KEY_TAG: job_key(HydraConfig.get().overrides.task)} if in_multirun() else {}
 
 
 def _checked_settings(cfg: DictConfig):

@@ -335,8 +335,8 @@ class CountBonusConfig:
     #: batch, so its dose (adv/stream_ratio) is beta for every estimator; false = the stream has std beta
     #: whatever the estimator's own scale (0.5x to 2.1x the own signal, by estimator; issue #45).
     relative_dose: bool = default_of(CountBonus, "relative_dose")  # type: ignore[assignment]
-    #: > 0: the least scale of a relative dose, used where the estimator's own advantages are (nearly) all 0,
-    #: 1% of the clipped reward range (trainer.reward_clip): every estimator then gets the same stream.
+    #: > 0: the least scale of a relative dose, used where the estimator's own advantages spread less (in
+    #: practice, all 0: no group saw a success); every estimator then gets the same stream, beta_c * floor * A_int.
     dose_floor: float = default_of(CountBonus, "dose_floor")  # type: ignore[assignment]
 
 

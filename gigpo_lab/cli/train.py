@@ -115,14 +115,15 @@ class Job:
                 self.error = err
                 return None
             if reporter.run_id is None and is_launch_rank_zero():
-                record_failed_job(cfg, err)  # the sweep's summary counts it, ``compare`` lists it
+                # the sweep's summary counts it, ``compare`` lists it (and a resumed sweep supersedes with it)
+                reporter.run_id = record_failed_job(cfg, err)
             if verbose:
                 log.exception("job %s failed", HydraConfig.get().job.num)
             print_job_line(cfg, HydraConfig.get().job.num, None, err)
             return None
         finally:
             if resumed is not None and reporter.run_id is not None and is_launch_rank_zero():
-                resumed.supersede(reporter.run_id)
+                resumed.supersede(reporter.run_id)  # a store error there is logged: the job's outcome stands
         if in_multirun() and is_launch_rank_zero():
             print_job_line(cfg, HydraConfig.get().job.num, metrics)
         return metrics.get("eval/success_rate")
@@ -145,13 +146,20 @@ class _ResumedJob:
 
     @classmethod
     def of(cls, cfg: DictConfig) -> _ResumedJob | None:
-        """The job's resume record when ``resume=true`` in a tracked multirun, else None."""
+        """The job's resume record when ``resume=true`` in a tracked multirun, else None (also when the store
+        cannot be read now: the job then runs, which a later resume sorts out, rather than stop the sweep)."""
         from gigpo_lab.tracking.sweep import sweep_context
 
         parent_id, _ = sweep_context()
         if not (cfg.get("resume") and in_multirun() and parent_id):
             return None
-        return cls(cfg, parent_id)
+        try:
+            return cls(cfg, parent_id)
+        except Exception:
+            log.warning(
+                "resume=true: this job's earlier runs could not be read; it runs again", exc_info=True
+            )
+            return None
 
     def metrics(self) -> dict[str, float]:
         """The finished run's last metric values."""
@@ -161,7 +169,12 @@ class _ResumedJob:
         """Tag the job's earlier runs under the parent as replaced by ``run_id``."""
         from gigpo_lab.tracking.sweep_resume import supersede
 
-        supersede(self.tracker.client, self.experiment_id, self.parent_id, self.key, run_id)
+        try:
+            supersede(self.tracker.client, self.experiment_id, self.parent_id, self.key, run_id)
+        except Exception:
+            log.warning(
+                "resume=true: the earlier runs of this job could not be tagged superseded", exc_info=True
+            )
 
 
 def print_sweep_event(event: SweepStarted | SweepEnded) -> None:

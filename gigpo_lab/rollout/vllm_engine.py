@@ -119,7 +119,9 @@ class VLLMEngine:
         params = [
             VSamplingParams(
                 n=1,
-                temperature=0.0 if greedy else (temperature or self.sampling.temperature),
+                temperature=0.0
+                if greedy
+                else (self.sampling.temperature if temperature is None else temperature),
                 top_p=1.0 if greedy else self.sampling.top_p,
                 top_k=0,
                 max_tokens=budget,

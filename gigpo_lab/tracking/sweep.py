@@ -28,7 +28,13 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from gigpo_lab.tracking.mlflow_tracker import NOTE_TAG, experiment_view
-from gigpo_lab.tracking.sweep_resume import latest_runs, parent_to_resume, without_resume
+from gigpo_lab.tracking.sweep_resume import (
+    SweepStillRunning,
+    all_runs,
+    latest_runs,
+    parent_to_resume,
+    without_resume,
+)
 
 PARENT_ENV = "GIGPO_LAB_PARENT_RUN_ID"
 SWEEP_ENV = "GIGPO_LAB_SWEEP_ID"
@@ -201,12 +207,12 @@ class MlflowSweepCallback(Callback):
             f"Compare the jobs (IQM, CIs, plots):\n\n```\ngigpo-lab compare --sweep-id {sweep_id} "
             f"--store {uri}\n```\n"
         )
-        # a short display name (the UI's name column is narrow); the full id is the sweep_id tag
-        self.tracker = _tracker(config, run_name=f"{label} {time.strftime('%H:%M')}", tags=tags)
-        self.tracker.check_reachable()
         self.planned = planned_jobs(config)
         if self.planned is not None:
             tags["jobs_planned"] = str(self.planned)
+        # a short display name (the UI's name column is narrow); the full id is the sweep_id tag
+        self.tracker = _tracker(config, run_name=f"{label} {time.strftime('%H:%M')}", tags=tags)
+        self.tracker.check_reachable()
         run_id = self.tracker.start()
         self.state.open_parents.append(self.tracker)
         if _jobs_are_local(config):
@@ -229,7 +235,11 @@ class MlflowSweepCallback(Callback):
         sweep id (``sweep_resume``); False when there is none (a fresh sweep starts)."""
         tracker = _tracker(config)
         tracker.check_reachable()
-        parent = parent_to_resume(tracker.client, tracker.experiment_id(), overrides)
+        try:
+            parent = parent_to_resume(tracker.client, tracker.experiment_id(), overrides)
+        except SweepStillRunning as err:  # two launchers must not run one sweep's jobs
+            log.warning("resume=true: %s; starting a new sweep instead", err)
+            return False
         if parent is None:
             log.warning("resume=true: no unfinished sweep with overrides %r; starting a new one", overrides)
             return False
@@ -257,9 +267,7 @@ class MlflowSweepCallback(Callback):
         os.environ.pop(PARENT_ENV, None)
         client = self.tracker.client
         exp = client.get_experiment_by_name(self.tracker.experiment)
-        children = client.search_runs(
-            [exp.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.tracker.run_id}'"
-        )
+        children = all_runs(client, exp.experiment_id, f"tags.mlflow.parentRunId = '{self.tracker.run_id}'")
         statuses = [r.info.status for r in latest_runs(children)]  # a job run again: its latest run
         failed = sum(s != "FINISHED" for s in statuses)
         incomplete = self._incomplete(len(statuses))
@@ -298,8 +306,11 @@ def planned_jobs(config: DictConfig) -> int | None:
     if sweeper.get("_target_") != f"{BasicSweeper.__module__}.{BasicSweeper.__name__}":
         return None
     params = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()]
-    overrides = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
-    return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
+    try:
+        overrides = OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task])
+        return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
+    except Exception:  # a glob(...) sweep needs Hydra's config loader to expand: the count is not known here
+        return None
 
 
 def _jobs_are_local(config: DictConfig) -> bool:

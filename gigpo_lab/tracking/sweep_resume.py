@@ -30,18 +30,58 @@ def job_key(overrides: Iterable[str]) -> str:
     return " ".join(sorted(without_resume(overrides)))
 
 
+def all_runs(client, experiment_id: str, filter_string: str) -> list:
+    """Every run of the experiment that matches, page by page (``search_runs`` returns 1,000 at most)."""
+    runs, token = [], None
+    while True:
+        page = client.search_runs([experiment_id], filter_string, max_results=1000, page_token=token)
+        runs += list(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+class SweepStillRunning(RuntimeError):
+    """``resume=true`` found the sweep's parent RUNNING under a launcher that is alive."""
+
+
 def parent_to_resume(client, experiment_id: str, sweep_overrides: str):
-    """The latest sweep parent run of the experiment with these overrides that did not end FINISHED, or
-    None (then the sweep starts afresh)."""
+    """The latest sweep parent run of the experiment with these overrides, when it did not end FINISHED;
+    None when there is none or the latest FINISHED (then the sweep starts afresh). The overrides are compared
+    here, not in the filter, so any quote in them matches. Raises ``SweepStillRunning`` when that parent is
+    RUNNING and its launcher (the pid that ends its ``sweep_id``) is alive on this machine (the callback then
+    starts a new sweep, with a warning)."""
     from gigpo_lab.tracking.sweep import ROLE_TAG
 
-    quoted = sweep_overrides.replace("'", "\\'")
-    runs = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`{ROLE_TAG}` = 'sweep-parent' and tags.sweep_overrides = '{quoted}'",
-        order_by=["attributes.start_time DESC"],
-    )
-    return next((r for r in runs if r.info.status != "FINISHED"), None)
+    parents = all_runs(client, experiment_id, f"tags.`{ROLE_TAG}` = 'sweep-parent'")
+    same = [r for r in parents if r.data.tags.get("sweep_overrides") == sweep_overrides]
+    if not same:
+        return None
+    latest = max(same, key=lambda r: r.info.start_time or 0)
+    if latest.info.status == "FINISHED":
+        return None
+    if latest.info.status == "RUNNING" and _alive(latest.data.tags.get("sweep_id", "")):
+        raise SweepStillRunning(
+            f"sweep {latest.data.tags['sweep_id']} is still running (its launcher's process is alive); stop it "
+            "first, or leave out resume=true to start another sweep"
+        )
+    return latest
+
+
+def _alive(sweep_id: str) -> bool:
+    """Whether the process whose pid ends ``sweep_id`` (``<label>-<date>-<time>-<pid>``) runs on this machine."""
+    import os
+
+    pid = sweep_id.rsplit("-", 1)[-1]
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def latest_runs(children: list) -> list:
@@ -65,9 +105,6 @@ def supersede(client, experiment_id: str, parent_id: str, key: str, new_run_id: 
 
 
 def _job_runs(client, experiment_id: str, parent_id: str, key: str) -> list:
-    quoted = key.replace("'", "\\'")
-    runs = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.mlflow.parentRunId = '{parent_id}' and tags.{JOB_KEY_TAG} = '{quoted}'",
-    )
-    return latest_runs(runs)
+    """The parent's runs of job ``key`` not superseded yet (the key compared here: any quote in it matches)."""
+    runs = all_runs(client, experiment_id, f"tags.mlflow.parentRunId = '{parent_id}'")
+    return latest_runs([r for r in runs if r.data.tags.get(JOB_KEY_TAG) == key])

@@ -12,8 +12,11 @@ one bit per map; sampling gives a rate. verl-agent validates by sampling at temp
 
 * ``eval/final``: the mean sampled success over the last ``FINAL_WINDOW`` evaluations;
 * ``eval/auc``: the area under the sampled success curve against env steps, divided by the env steps it
-  spans (trapezoids from the first evaluation, at step 0, to the last): the mean success over the run's
-  budget, in [0, 1], comparable between runs of one budget.
+  spans (trapezoids from the first evaluation, at step 0, to the last): the mean success over the run's own
+  span, in [0, 1]. Runs of one iteration budget may span different env steps (episodes end sooner as a policy
+  learns), so each is normalised by its own span.
+
+With ``rollout.eval_greedy=true`` the curve, and so both metrics, are of the greedy evaluation.
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ class EvalCurve:
         self.success: list[float] = []
 
     def add(self, env_steps: float, success: float) -> dict[str, float]:
-        """Record one evaluation; return ``eval/final`` and ``eval/auc`` of the curve so far."""
+        """Record one evaluation; return ``eval/final`` and ``eval/auc`` of the curve so far. An evaluation at
+        the env steps of the last one replaces it (a run resumed from a mid-iteration checkpoint, or a finished
+        run extended, evaluates those weights again), so no point counts twice."""
+        if self.steps and self.steps[-1] == float(env_steps):
+            self.steps.pop()
+            self.success.pop()
         self.steps.append(float(env_steps))
         self.success.append(float(success))
         return {"eval/final": self.final(), "eval/auc": self.auc()}

@@ -416,7 +416,10 @@ class GiGPOModule(L.LightningModule):
         grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
         if grads:
             norm = full_value(torch.nn.utils.get_total_norm(grads))  # over every rank's shard under fsdp
-            if not torch.isfinite(norm):  # before the step writes it into the weights (and the next checkpoint)
+            scaled = (
+                getattr(self.trainer.precision_plugin, "scaler", None) is not None
+            )  # 16-mixed skips such steps
+            if not scaled and not torch.isfinite(norm):  # before the step writes it into the weights
                 raise FloatingPointError(
                     f"the gradient norm is {float(norm)} at iteration {self.current_epoch} with a finite loss: a "
                     "non-finite gradient in the backward pass; the checkpoint before this iteration is kept (on a "

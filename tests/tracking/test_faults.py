@@ -340,7 +340,9 @@ def test_a_non_finite_gradient_with_a_finite_loss_stops_before_the_step(tiny_ove
         enable_model_summary=False,
         default_root_dir=str(tmp_path),
     )
-    with pytest.raises(FloatingPointError, match=r"the gradient norm is nan at iteration 0 with a finite loss"):
+    with pytest.raises(
+        FloatingPointError, match=r"the gradient norm is nan at iteration 0 with a finite loss"
+    ):
         trainer.fit(module)
     after = list(module.policy.parameters())
     assert all(torch.equal(a, b) for a, b in zip(after, before, strict=True))  # no step was taken

@@ -91,6 +91,7 @@ def _sweep_config(tmp_path, overrides: list[str], command_line: list[str] = ()):
         (["sweeps=estimators"], ["seed=0,1"], 7 * 2),  # the command's sweep replaces the file's
         ([], ["estimator=grpo,gigpo", "seed=range(0,5)", "loss.clip_ratio=0.1,0.2"], 2 * 5 * 2),
         ([], ["seed=3"], 1),
+        ([], ["estimator=glob(gi*)", "seed=0,1"], None),  # a glob needs Hydra's config loader: no plan
     ],
 )
 def test_planned_jobs_expands_the_grid_as_the_basic_sweeper_does(tmp_path, overrides, command_line, expected):
@@ -122,6 +123,7 @@ def test_a_sweep_whose_jobs_did_not_all_run_ends_failed_with_the_count(tmp_path,
     child.end("FINISHED")
     callback.on_multirun_end(cfg)
     assert _status(callback.tracker) == ("FAILED", "1 of 2 planned jobs never ran")
+    assert callback.tracker.client.get_run(callback.tracker.run_id).data.tags["jobs_planned"] == "2"
     (ended,) = state.ended
     assert "1 of 2 planned jobs never ran" in ended.failure and state.open_parents == []
 
@@ -152,3 +154,43 @@ def test_a_jobs_key_is_its_overrides_without_resume_in_any_order():
     ]
     assert job_key(["seed=1", "estimator=grpo", "resume=true"]) == job_key(["estimator=grpo", "seed=1"])
     assert job_key(["seed=1"]) != job_key(["seed=10"])
+
+
+def _parent(uri: str, overrides: str, status: str, sweep_id: str) -> str:
+    from gigpo_lab.tracking.sweep import ROLE_TAG
+
+    tracker = MlflowTracker(
+        uri, "sweeps", tags={ROLE_TAG: "sweep-parent", "sweep_overrides": overrides, "sweep_id": sweep_id}
+    )
+    tracker.start()
+    if status != "RUNNING":
+        tracker.end(status)
+    return tracker.run_id
+
+
+def test_resume_finds_the_latest_sweep_with_the_overrides_quotes_included(tmp_path):
+    import subprocess
+    import time
+
+    from gigpo_lab.tracking.sweep_resume import SweepStillRunning, parent_to_resume
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    quoted = "seed=0,1 model.path='/data/my model'"
+    killed = _parent(uri, quoted, "FAILED", "multirun-1-1-999999999")
+    client = MlflowTracker(uri, "sweeps").client
+    exp = client.get_experiment_by_name("sweeps").experiment_id
+    assert parent_to_resume(client, exp, quoted).info.run_id == killed
+    assert parent_to_resume(client, exp, "seed=0,1") is None  # other overrides
+    time.sleep(0.01)
+    _parent(uri, quoted, "FINISHED", "multirun-1-2-999999998")  # a later complete sweep: nothing to resume
+    assert parent_to_resume(client, exp, quoted) is None
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.01)
+        _parent(uri, quoted, "RUNNING", f"multirun-1-3-{live.pid}")  # its launcher is alive
+        with pytest.raises(SweepStillRunning, match="is still running"):
+            parent_to_resume(client, exp, quoted)
+    finally:
+        live.kill()
+        live.wait()
+    assert parent_to_resume(client, exp, quoted).data.tags["sweep_id"].endswith(str(live.pid))  # now dead

@@ -116,3 +116,14 @@ def test_a_bad_eval_temperature_fails_at_compose_time():
 
     with pytest.raises(ConfigError, match=r"rollout.eval_temperature=0.0 must be a number > 0"):
         validate_config(compose_config(["rollout.eval_temperature=0"]))
+
+
+def test_an_evaluation_at_the_same_env_steps_replaces_the_last_point():
+    """A resume from a mid-iteration checkpoint, or a finished run extended, evaluates the same weights at the
+    same env steps again: the point is replaced, never counted twice by eval/final."""
+    curve = EvalCurve()
+    for x, y in [(0, 0.0), (100, 0.5), (200, 1.0)]:
+        curve.add(x, y)
+    out = curve.add(200, 0.9)
+    assert curve.steps == [0.0, 100.0, 200.0] and curve.success == [0.0, 0.5, 0.9]
+    assert out["eval/final"] == pytest.approx((0.0 + 0.5 + 0.9) / 3)
