@@ -87,7 +87,7 @@ def _sweep_config(tmp_path, overrides: list[str], command_line: list[str] = ()):
 @pytest.mark.parametrize(
     ("overrides", "command_line", "expected"),
     [
-        (["sweeps=estimators"], [], 7 * 10),  # its params: 7 estimators x seeds range(0,10)
+        (["sweeps=estimators"], [], 7 * 10),  # its params: 7 estimators x seeds 0-9
         (["sweeps=estimators"], ["seed=0,1"], 7 * 2),  # the command's sweep replaces the file's
         ([], ["estimator=grpo,gigpo", "seed=range(0,5)", "loss.clip_ratio=0.1,0.2"], 2 * 5 * 2),
         ([], ["seed=3"], 1),
