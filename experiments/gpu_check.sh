@@ -24,25 +24,15 @@ TINY=${GPU_CHECK_TINY:-0}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_timed.sh"
 failures=0
 part() {  # part NAME TIMEOUT_S COMMAND...: run one part with a time limit, report PASS/FAIL, its wall time and,
     # where nvidia-smi answers, the most GPU memory in use while it ran (sampled every 250 ms; PyTorch's cache included)
-    local name=$1 limit=$2 start rc smi="" peak=""
+    local name=$1 limit=$2 start rc peak
     shift 2
     echo "=== $name (limit ${limit}s)"
     start=$(date +%s)
-    if command -v nvidia-smi >/dev/null 2>&1; then
-        nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 250 >"$OUT/.smi" 2>/dev/null &
-        smi=$!
-    fi
-    timeout "$limit" "$@"
-    rc=$?
-    if [ -n "$smi" ]; then
-        kill "$smi" 2>/dev/null
-        wait "$smi" 2>/dev/null
-        peak=$(sort -n "$OUT/.smi" | tail -1)
-        rm -f "$OUT/.smi"
-    fi
+    timed_with_peak "$OUT/.smi" "$limit" "$@"
     echo "=== $name: $([ $rc -eq 0 ] && echo PASS || echo "FAIL (exit $rc)") in $(($(date +%s) - start)) s${peak:+, peak GPU memory $peak MiB (nvidia-smi)}"
     [ $rc -eq 0 ] || failures=$((failures + 1))
 }

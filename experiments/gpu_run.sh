@@ -37,9 +37,10 @@ export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=1 TOKENIZERS_PARALLELISM=false
 failures=0
 : >"$WORK/parts.md"
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_timed.sh"
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 part() { # part NAME CAP_S COMMAND...: run it within min(CAP_S, time left); PASS/FAIL, seconds, peak GPU memory
-    local name=$1 limit=$2 start rc smi="" peak=""
+    local name=$1 limit=$2 start rc peak
     shift 2
     [ "$(left)" -lt "$limit" ] && limit=$(left)
     if [ "$limit" -lt 10 ]; then
@@ -50,17 +51,7 @@ part() { # part NAME CAP_S COMMAND...: run it within min(CAP_S, time left); PASS
     fi
     echo "=== $name (limit ${limit}s, $(left)s of the budget left)"
     start=$(date +%s)
-    if command -v nvidia-smi >/dev/null 2>&1; then
-        nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 250 >"$WORK/.smi" 2>/dev/null &
-        smi=$!
-    fi
-    timeout "$limit" "$@"
-    rc=$?
-    if [ -n "$smi" ]; then
-        kill "$smi" 2>/dev/null
-        wait "$smi" 2>/dev/null
-        peak=$(sort -n "$WORK/.smi" | tail -1)
-    fi
+    timed_with_peak "$WORK/.smi" "$limit" "$@"
     local verdict="PASS"
     [ $rc -eq 0 ] || verdict="FAIL (exit $rc)"
     echo "=== $name: $verdict in $(($(date +%s) - start)) s${peak:+, peak GPU memory $peak MiB}"
