@@ -198,6 +198,7 @@ class MlflowSweepCallback(Callback):
         sweep_id = f"{label}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         params = {k: str(v) for k, v in (config.hydra.sweeper.get("params") or {}).items()}
         overrides = " ".join(without_resume(config.hydra.overrides.task))
+        self.planned = planned_jobs(config)
         if config.get("resume") and self._reopen(config, overrides):
             return
         tags = {ROLE_TAG: "sweep-parent", "sweep_id": sweep_id, "sweep": label, "sweep_overrides": overrides}
@@ -207,17 +208,13 @@ class MlflowSweepCallback(Callback):
             f"Compare the jobs (IQM, CIs, plots):\n\n```\ngigpo-lab compare --sweep-id {sweep_id} "
             f"--store {uri}\n```\n"
         )
-        self.planned = planned_jobs(config)
         if self.planned is not None:
             tags["jobs_planned"] = str(self.planned)
         # a short display name (the UI's name column is narrow); the full id is the sweep_id tag
         self.tracker = _tracker(config, run_name=f"{label} {time.strftime('%H:%M')}", tags=tags)
         self.tracker.check_reachable()
-        run_id = self.tracker.start()
-        self.state.open_parents.append(self.tracker)
-        if _jobs_are_local(config):
-            self.state.local_parents.add(run_id)
-        _exit_on_sigterm(self.state)
+        self.tracker.start()
+        self._hold(config)
         if params:
             # "+group=a,b" / "~key" sweep keys: MLflow param names may not contain '+' or '~'
             self.tracker.log_params({f"sweep.{k.lstrip('+~')}": v for k, v in params.items()})
@@ -226,8 +223,20 @@ class MlflowSweepCallback(Callback):
         swept = tuple(k.lstrip("+~") for k in params)
         view = experiment_view(f"tags.sweep_id = '{sweep_id}'", swept)
         self.tracker.save_view(sweep_id, f"sweep {label} {time.strftime('%Y-%m-%d %H:%M')}", view)
-        os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = run_id, sweep_id
-        log.info("MLflow sweep parent run %s (sweep id %s)", run_id, sweep_id)
+        self._announce(config, sweep_id, overrides)
+
+    def _hold(self, config: DictConfig) -> None:
+        """The parent run is open: listed for ``fail_open_sweeps`` (with its jobs, when they run on this
+        machine), and SIGTERM turned into an exception."""
+        self.state.open_parents.append(self.tracker)
+        if _jobs_are_local(config):
+            self.state.local_parents.add(self.tracker.run_id)
+        _exit_on_sigterm(self.state)
+
+    def _announce(self, config: DictConfig, sweep_id: str, overrides: str) -> None:
+        """Hand the parent run and sweep id to the jobs (the environment they inherit), and tell ``notify``."""
+        os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = self.tracker.run_id, sweep_id
+        log.info("MLflow sweep parent run %s (sweep id %s)", self.tracker.run_id, sweep_id)
         self.state.notify(SweepStarted(sweep_id, overrides, self.tracker.uri, str(config.hydra.sweep.dir)))
 
     def _reopen(self, config: DictConfig, overrides: str) -> bool:
@@ -243,21 +252,14 @@ class MlflowSweepCallback(Callback):
         if parent is None:
             log.warning("resume=true: no unfinished sweep with overrides %r; starting a new one", overrides)
             return False
-        sweep_id = parent.data.tags["sweep_id"]
         self.tracker = _tracker(config, run_id=parent.info.run_id)
-        self.planned = planned_jobs(config)
         self.tracker.start()
-        self.state.open_parents.append(self.tracker)
-        if _jobs_are_local(config):
-            self.state.local_parents.add(parent.info.run_id)
-        _exit_on_sigterm(self.state)
+        self._hold(config)
         resumed = int(parent.data.tags.get("resumed", "0")) + 1
         self.tracker.set_tags({"resumed": resumed})
         if "error" in parent.data.tags:
             self.tracker.client.delete_tag(parent.info.run_id, "error")  # set again at the end if still due
-        os.environ[PARENT_ENV], os.environ[SWEEP_ENV] = parent.info.run_id, sweep_id
-        log.info("MLflow sweep parent run %s (sweep id %s) resumed", parent.info.run_id, sweep_id)
-        self.state.notify(SweepStarted(sweep_id, overrides, self.tracker.uri, str(config.hydra.sweep.dir)))
+        self._announce(config, parent.data.tags["sweep_id"], overrides)
         return True
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
