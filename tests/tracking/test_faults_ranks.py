@@ -138,14 +138,19 @@ def test_a_rank_that_raises_under_ddp_ends_the_run_failed_with_its_rank_and_erro
     assert run.data.tags["error"].startswith("rank 1: EnvFailure: 4 of 4 training trajectories failed")
 
 
-def test_a_rank_killed_under_ddp_ends_the_run_failed_with_its_rank_and_signal(tmp_path, store):
-    """Before, Lightning's watcher on rank 0 killed every rank, rank 0 included, before rank 0 ended the run:
-    it stayed RUNNING."""
-    pid = kill_rank_one_mid_rollout(tmp_path, store, "lightning=ddp")
+def _assert_rank_one_killed(store, pid: int) -> None:
+    """The run is FAILED, and names rank 1 (process ``pid``) and its SIGKILL."""
     run = the_run(store)
     assert run.info.status == "FAILED"
     assert run.data.tags["failed_rank"] == "1"
     assert run.data.tags["error"].startswith(f"rank 1 (pid {pid}) was killed by SIGKILL")
+
+
+def test_a_rank_killed_under_ddp_ends_the_run_failed_with_its_rank_and_signal(tmp_path, store):
+    """Before, Lightning's watcher on rank 0 killed every rank, rank 0 included, before rank 0 ended the run:
+    it stayed RUNNING."""
+    pid = kill_rank_one_mid_rollout(tmp_path, store, "lightning=ddp")
+    _assert_rank_one_killed(store, pid)
 
 
 @pytest.mark.slow
@@ -155,10 +160,7 @@ def test_a_rank_killed_under_fsdp_ends_the_run_failed_with_its_rank_and_signal(t
     model = build_tiny_hf_model(tmp_path / "model")
     hf = ["lightning=fsdp", "model=hf", f"model.path={model}", "rollout.max_new_tokens=4"]
     pid = kill_rank_one_mid_rollout(tmp_path, store, *hf)
-    run = the_run(store)
-    assert run.info.status == "FAILED"
-    assert run.data.tags["failed_rank"] == "1"
-    assert run.data.tags["error"].startswith(f"rank 1 (pid {pid}) was killed by SIGKILL")
+    _assert_rank_one_killed(store, pid)
 
 
 @pytest.mark.slow

@@ -46,34 +46,54 @@ def test_an_off_cluster_slurm_sweep_ends_its_parent_run_failed_with_the_reason(t
     assert parent.info.status == "FAILED" and "srun" in parent.data.tags["error"]
 
 
-def _has_child_run(store: Path) -> bool:
-    """Whether a sweep job has opened its child run in ``store``, read through a read-only sqlite connection:
-    an MlflowClient would create or migrate the store's tables itself, racing the launcher that is doing the
-    same (a clean-clone CI run failed on "table _alembic_tmp_... already exists")."""
+def _child_runs(store: Path, status: str | None = None) -> int:
+    """How many sweep jobs have opened a child run in ``store`` (of ``status`` only, when given), read through a
+    read-only sqlite connection: an MlflowClient would create or migrate the store's tables itself, racing the
+    launcher that is doing the same (a clean-clone CI run failed on "table _alembic_tmp_... already exists")."""
     import sqlite3
 
     if not store.exists():
-        return False
+        return 0
+    query = (
+        "SELECT COUNT(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
+        "WHERE tags.key = 'mlflow.parentRunId'" + (" AND runs.status = ?" if status else "")
+    )
     try:
         with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1)) as db:
-            return (
-                db.execute("SELECT 1 FROM tags WHERE key = 'mlflow.parentRunId' LIMIT 1").fetchone()
-                is not None
-            )
+            return db.execute(query, (status,) if status else ()).fetchone()[0]
     except sqlite3.OperationalError:  # the tables are not there yet, or the store is locked for a write
-        return False
+        return 0
+
+
+def _launch_until(tmp_path: Path, args: list[str], ready, poll_s: float) -> subprocess.Popen:
+    """``gigpo-lab train *args`` in ``tmp_path``, returned once ``ready(store)`` holds (the launcher must not
+    exit before; at most 300 s)."""
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [str(BIN / "gigpo-lab"), "train", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    store, deadline = tmp_path / "mlflow.db", time.monotonic() + 300
+    while not ready(store) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(poll_s)
+    return proc
 
 
 def test_sigterm_to_the_launcher_ends_its_parent_run_failed(tmp_path):
     """``kill <launcher>`` mid-sweep (by hand, or a scheduler's time limit): the parent run says FAILED with
     the reason instead of staying RUNNING, and the command exits 143 (128 + SIGTERM)."""
     import signal
-    import time
 
     sys.path.insert(0, str(REPO / "tests"))
     from tiny_sizes import TINY
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     args = [
         "-m",
         *TINY,
@@ -82,21 +102,9 @@ def test_sigterm_to_the_launcher_ends_its_parent_run_failed(tmp_path):
         "hydra.launcher.n_jobs=1",
         "seed=0,1",
     ]
-    proc = subprocess.Popen(
-        [str(BIN / "gigpo-lab"), "train", *args],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # until the first job has opened its child run
+    proc = _launch_until(tmp_path, args, lambda store: _child_runs(store) > 0, poll_s=1)
     store = tmp_path / "mlflow.db"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # until the first job has opened its child run
-        if _has_child_run(store):
-            break
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        time.sleep(1)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err[-2000:]
@@ -142,33 +150,15 @@ def test_sigterm_at_each_point_of_a_sweep_ends_its_parent_failed_and_nothing_ove
     assert all(r.info.status in ("FINISHED", "FAILED") for r in children)
 
 
-def _finished_children(store: Path) -> int:
-    """How many sweep jobs have FINISHED runs, read through a read-only sqlite connection (``_has_child_run``)."""
-    import sqlite3
-
-    if not store.exists():
-        return 0
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1)) as db:
-            return db.execute(
-                "SELECT COUNT(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
-                "WHERE tags.key = 'mlflow.parentRunId' AND runs.status = 'FINISHED'"
-            ).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-
-
 def test_a_sweep_killed_midway_resumes_skipping_its_finished_jobs(tmp_path):
     """SIGKILL to the launcher after its first job finished (the parent and the second job's run stay
     RUNNING); the same command with resume=true reopens that parent, skips the finished job, runs the other
     again (its dead run tagged superseded_by the new one), and ends the sweep FINISHED with one run per job."""
     import signal
-    import time
 
     sys.path.insert(0, str(REPO / "tests"))
     from tiny_sizes import TINY
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     args = [
         "-m",
         *TINY,
@@ -178,13 +168,7 @@ def test_a_sweep_killed_midway_resumes_skipping_its_finished_jobs(tmp_path):
         "seed=0,1",
     ]
     store = tmp_path / "mlflow.db"
-    proc = subprocess.Popen(
-        [str(BIN / "gigpo-lab"), "train", *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 300
-    while _finished_children(store) < 1 and time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        time.sleep(0.2)
+    proc = _launch_until(tmp_path, args, lambda store: _child_runs(store, "FINISHED") >= 1, poll_s=0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     runs = _runs(store)
@@ -215,32 +199,14 @@ def test_a_sweep_killed_midway_resumes_skipping_its_finished_jobs(tmp_path):
     assert all(r.data.tags["superseded_by"] == rerun.info.run_id for r in superseded)
 
 
-def _running_children(store: Path) -> int:
-    """How many sweep jobs have RUNNING runs (read-only sqlite, as ``_finished_children``)."""
-    import sqlite3
-
-    if not store.exists():
-        return 0
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=1)) as db:
-            return db.execute(
-                "SELECT COUNT(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
-                "WHERE tags.key = 'mlflow.parentRunId' AND runs.status = 'RUNNING'"
-            ).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-
-
 def test_sigterm_to_a_launcher_with_joblib_workers_leaves_no_job_run_running(tmp_path):
     """Two jobs in joblib worker processes when SIGTERM reaches the launcher: the workers stop with it and
     cannot end their runs, so the launcher ends them KILLED with the reason, and the parent FAILED."""
     import signal
-    import time
 
     sys.path.insert(0, str(REPO / "tests"))
     from tiny_sizes import TINY
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     args = [
         "-m",
         *TINY,
@@ -250,13 +216,7 @@ def test_sigterm_to_a_launcher_with_joblib_workers_leaves_no_job_run_running(tmp
         "seed=0,1",
     ]
     store = tmp_path / "mlflow.db"
-    proc = subprocess.Popen(
-        [str(BIN / "gigpo-lab"), "train", *args], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 300
-    while _running_children(store) < 2 and time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        time.sleep(0.5)
+    proc = _launch_until(tmp_path, args, lambda store: _child_runs(store, "RUNNING") >= 2, poll_s=0.5)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err[-2000:]
