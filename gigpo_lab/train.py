@@ -224,11 +224,12 @@ def record_failed_job(cfg: DictConfig, err: BaseException) -> str:
     of the sweep with the reason, so the sweep's summary counts it and ``compare`` lists it. Returns its id."""
     from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
     from gigpo_lab.tracking.sweep import sweep_context
+    from gigpo_lab.tracking.sweep_resume import job_key_tag
 
     try:
         name, tags = run_name(cfg), run_tags(cfg)
     except Exception:  # the config is too broken to name the run: the job's overrides name it
-        name, tags = "failed-job", _job_identity()
+        name, tags = "failed-job", job_key_tag()  # still known to a resumed sweep by its job key
     tracker = MlflowTracker(
         cfg.tracking.uri or default_tracking_uri(),
         cfg.tracking.experiment,
@@ -240,16 +241,6 @@ def record_failed_job(cfg: DictConfig, err: BaseException) -> str:
     tracker.set_tags({"error": f"{type(err).__name__}: {err}"[:5000]})
     tracker.end("FAILED")
     return tracker.run_id
-
-
-def _job_identity() -> dict[str, str]:
-    """The ``sweep_job_key`` tag alone (a resumed sweep supersedes the run by it), when in a multirun."""
-    from hydra.core.hydra_config import HydraConfig
-
-    from gigpo_lab.config_paths import in_multirun
-    from gigpo_lab.tracking.sweep_resume import JOB_KEY_TAG, job_key
-
-    return {JOB_KEY_TAG: job_key(HydraConfig.get().overrides.task)} if in_multirun() else {}
 
 
 def _checked_settings(cfg: DictConfig):

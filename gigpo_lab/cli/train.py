@@ -33,6 +33,7 @@ from gigpo_lab.cli.console import (
 )
 from gigpo_lab.config_paths import in_multirun
 from gigpo_lab.tracking.sweep import SweepEnded, SweepStarted, SweepState, fail_open_sweeps, sweep_scope
+from gigpo_lab.tracking.sweep_resume import ResumedJob
 from gigpo_lab.train import Reporter
 from gigpo_lab.training.distributed import is_launch_rank_zero
 
@@ -101,7 +102,7 @@ class Job:
             sys.argv = list(self.launch_argv)
         verbose = bool(cfg.get("verbose", False))
         configure_output(verbose)  # again here: joblib's workers are fresh processes
-        resumed = _ResumedJob.of(cfg)
+        resumed = ResumedJob.of(cfg)
         if resumed is not None and resumed.finished is not None:
             metrics = resumed.metrics()
             if is_launch_rank_zero():
@@ -127,54 +128,6 @@ class Job:
         if in_multirun() and is_launch_rank_zero():
             print_job_line(cfg, HydraConfig.get().job.num, metrics)
         return metrics.get("eval/success_rate")
-
-
-class _ResumedJob:
-    """A job of a sweep relaunched with ``resume=true`` (``gigpo_lab.tracking.sweep_resume``): its FINISHED run
-    under the sweep's parent, if it has one (the job is then skipped), and the earlier runs it supersedes."""
-
-    def __init__(self, cfg: DictConfig, parent_id: str) -> None:
-        from hydra.core.hydra_config import HydraConfig
-
-        from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
-        from gigpo_lab.tracking.sweep_resume import finished_run_of_job, job_key
-
-        self.tracker = MlflowTracker(cfg.tracking.uri or default_tracking_uri(), cfg.tracking.experiment)
-        self.experiment_id, self.parent_id = self.tracker.experiment_id(), parent_id
-        self.key = job_key(HydraConfig.get().overrides.task)
-        self.finished = finished_run_of_job(self.tracker.client, self.experiment_id, parent_id, self.key)
-
-    @classmethod
-    def of(cls, cfg: DictConfig) -> _ResumedJob | None:
-        """The job's resume record when ``resume=true`` in a tracked multirun, else None (also when the store
-        cannot be read now: the job then runs, which a later resume sorts out, rather than stop the sweep)."""
-        from gigpo_lab.tracking.sweep import sweep_context
-
-        parent_id, _ = sweep_context()
-        if not (cfg.get("resume") and in_multirun() and parent_id):
-            return None
-        try:
-            return cls(cfg, parent_id)
-        except Exception:
-            log.warning(
-                "resume=true: this job's earlier runs could not be read; it runs again", exc_info=True
-            )
-            return None
-
-    def metrics(self) -> dict[str, float]:
-        """The finished run's last metric values."""
-        return dict(self.finished.data.metrics)
-
-    def supersede(self, run_id: str) -> None:
-        """Tag the job's earlier runs under the parent as replaced by ``run_id``."""
-        from gigpo_lab.tracking.sweep_resume import supersede
-
-        try:
-            supersede(self.tracker.client, self.experiment_id, self.parent_id, self.key, run_id)
-        except Exception:
-            log.warning(
-                "resume=true: the earlier runs of this job could not be tagged superseded", exc_info=True
-            )
 
 
 def print_sweep_event(event: SweepStarted | SweepEnded) -> None:

@@ -10,7 +10,10 @@ read the jobs' latest runs only.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
+
+log = logging.getLogger(__name__)
 
 #: The run-level key that asks for a resume; left out of every key below.
 RESUME_KEY = "resume"
@@ -43,6 +46,15 @@ def all_runs(client, experiment_id: str, filter_string: str) -> list:
 
 class SweepStillRunning(RuntimeError):
     """``resume=true`` found the sweep's parent RUNNING under a launcher that is alive."""
+
+
+def job_key_tag() -> dict[str, str]:
+    """``{sweep_job_key: <this job's key>}`` in a Hydra multirun job, else ``{}``."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from gigpo_lab.config_paths import in_multirun
+
+    return {JOB_KEY_TAG: job_key(HydraConfig.get().overrides.task)} if in_multirun() else {}
 
 
 def parent_to_resume(client, experiment_id: str, sweep_overrides: str):
@@ -108,3 +120,48 @@ def _job_runs(client, experiment_id: str, parent_id: str, key: str) -> list:
     """The parent's runs of job ``key`` not superseded yet (the key compared here: any quote in it matches)."""
     runs = all_runs(client, experiment_id, f"tags.mlflow.parentRunId = '{parent_id}'")
     return latest_runs([r for r in runs if r.data.tags.get(JOB_KEY_TAG) == key])
+
+
+class ResumedJob:
+    """A job of a sweep relaunched with ``resume=true``: its FINISHED run under the sweep's parent, if it has one
+    (the job is then skipped), and the earlier runs it supersedes. Store errors never stop the sweep: the job
+    runs, or its earlier runs stay untagged, and a later resume sorts it out."""
+
+    def __init__(self, cfg, parent_id: str) -> None:
+        from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
+
+        self.tracker = MlflowTracker(cfg.tracking.uri or default_tracking_uri(), cfg.tracking.experiment)
+        self.experiment_id, self.parent_id = self.tracker.experiment_id(), parent_id
+        self.key = job_key_tag()[JOB_KEY_TAG]
+        self.finished = finished_run_of_job(self.tracker.client, self.experiment_id, parent_id, self.key)
+
+    @classmethod
+    def of(cls, cfg) -> ResumedJob | None:
+        """The job's resume record when ``resume=true`` in a tracked multirun, else None (also when the store
+        cannot be read now)."""
+        from gigpo_lab.config_paths import in_multirun
+        from gigpo_lab.tracking.sweep import sweep_context
+
+        parent_id, _ = sweep_context()
+        if not (cfg.get("resume") and in_multirun() and parent_id):
+            return None
+        try:
+            return cls(cfg, parent_id)
+        except Exception:
+            log.warning(
+                "resume=true: this job's earlier runs could not be read; it runs again", exc_info=True
+            )
+            return None
+
+    def metrics(self) -> dict[str, float]:
+        """The finished run's last metric values."""
+        return dict(self.finished.data.metrics)
+
+    def supersede(self, run_id: str) -> None:
+        """Tag the job's earlier runs under the parent as replaced by ``run_id``."""
+        try:
+            supersede(self.tracker.client, self.experiment_id, self.parent_id, self.key, run_id)
+        except Exception:
+            log.warning(
+                "resume=true: the earlier runs of this job could not be tagged superseded", exc_info=True
+            )

@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 
 from gigpo_lab.config_paths import hydra_choices, in_multirun
 from gigpo_lab.tracking.sweep import sweep_context
-from gigpo_lab.tracking.sweep_resume import JOB_KEY_TAG, job_key
+from gigpo_lab.tracking.sweep_resume import job_key_tag
 from gigpo_lab.training.run_names import estimator_name
 
 
@@ -35,7 +35,7 @@ def run_tags(cfg: DictConfig) -> dict[str, str]:
         tags["sweep_id"] = sweep_id
     if in_multirun():
         tags["sweep_job"] = str(HydraConfig.get().job.num)
-        tags[JOB_KEY_TAG] = job_key(HydraConfig.get().overrides.task)
+        tags.update(job_key_tag())
     for group in ("experiments", "sweeps"):
         if choices.get(group):
             tags[group] = choices[group]
