@@ -167,8 +167,6 @@ def build_trainer(runtime, loop, out: Path, open_run: Callable, progress: Callab
 
     # the frozen reference model is in eval mode on purpose; Lightning warns about any module in eval mode
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode", category=UserWarning)
-    # trainer.target_kl skips the rest of an iteration's steps by returning None from training_step, on purpose
-    warnings.filterwarnings("ignore", message=r"`training_step` returned `None`", category=UserWarning)
     ckpt_dir = out / "checkpoints"
     logger_cb = IterationLogger(open_run=open_run)
     callbacks = [
@@ -189,8 +187,7 @@ def build_trainer(runtime, loop, out: Path, open_run: Callable, progress: Callab
     if progress is not None:
         callbacks += progress(logger_cb, loop.iterations)
     trainer = runtime.trainer(
-        max_epochs=loop.iterations,
-        gradient_clip_val=loop.gradient_clip_val,  # a loop setting (the update rule) that Lightning applies
+        max_epochs=loop.iterations,  # one epoch per iteration (gigpo_lab/training/data.py)
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],  # a checkpoint file is whole or absent (full disk, SIGKILL)
         logger=False,

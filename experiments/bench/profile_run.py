@@ -74,7 +74,7 @@ def install() -> None:
     timed(GiGPOModule, "score", "old/ref scoring")
     timed(GiGPOModule, "prepare_iteration", "prepare_iteration")
     timed(GiGPOModule, "evaluate", "eval")
-    timed(GiGPOModule, "training_step", "update: forward + loss")
+    timed(GiGPOModule, "minibatch_loss", "update: forward + loss")
     timed(LightningModule, "backward", "update: backward")
     timed(importlib.import_module("torch.optim.adam"), "adam", "update: AdamW math")
     timed(GiGPOModule, "on_before_optimizer_step", "update: grad norm")

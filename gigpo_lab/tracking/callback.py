@@ -1,9 +1,9 @@
 """``IterationLogger``: the Lightning callback that writes each iteration's metrics and samples to MLflow.
 
-It only observes: the module ends its iteration itself, in the last minibatch's ``on_train_batch_end``, and
-queues what it produced (``pending_metrics``, ``pending_samples``). Lightning then calls this callback's
-``on_train_epoch_end`` before ``ModelCheckpoint``'s (``gigpo_lab/training/module.py``, module docstring), so
-an iteration's metrics are written before the checkpoint that follows it.
+It only observes: the module runs the whole iteration in its ``training_step`` and queues what it produced
+(``pending_metrics``, ``pending_samples``). Lightning then calls this callback's ``on_train_epoch_end`` before
+``ModelCheckpoint``'s (``gigpo_lab/training/module.py``, module docstring), so an iteration's metrics are written
+before the checkpoint that follows it.
 """
 
 from __future__ import annotations

@@ -71,25 +71,3 @@ class ExceptionCheckpoint(L.Callback):
             trainer.save_checkpoint(self.path)
         except OSError as err:
             log.warning("no on_exception checkpoint: %s", err)
-
-
-def mark_finished_epoch_completed(checkpoint: dict) -> None:
-    """Make a checkpoint written at the end of an iteration resume at the next one, not re-run it.
-
-    This is the lab's one patch of Lightning's loop state (Lightning 2.6), applied to the loaded checkpoint by
-    ``GiGPOModule.on_load_checkpoint``. ``ModelCheckpoint`` saves in ``on_train_epoch_end``
-    (``FitLoop.on_advance_end``), after the epoch is counted as processed but before it is counted as
-    completed, and ``current_epoch`` is the completed count. On resume ``FitLoop.setup_data`` calls ``iter()`` on
-    the data first, and ``FitLoop.reset``, which would count such an epoch as completed, runs only after it.
-    Here that ``iter()`` is not free: the dataset has no length, so Lightning's prefetch asks it for the first
-    minibatch, and the dataset runs ``prepare_iteration`` (the rollout) of ``current_epoch``, which would be
-    the finished iteration again. Counting the epoch as completed in the loaded state (as in a checkpoint
-    written after ``fit``) makes ``current_epoch`` the next iteration before that ``iter()``. Any other
-    progress state (a mid-iteration ``on_exception.ckpt``, a checkpoint written after ``fit``) is left alone.
-    """
-    progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_progress")
-    if not progress:
-        return
-    for counts in (progress["current"], progress["total"]):
-        if counts["ready"] == counts["started"] == counts["processed"] == counts["completed"] + 1:
-            counts["completed"] = counts["processed"]

@@ -1,9 +1,13 @@
-"""The Lightning data side: one pass over the dataset is one training iteration.
+"""The Lightning data side: one item per Lightning epoch, the index of the iteration that epoch runs.
 
-Lightning drives the loop (``max_epochs`` = iterations). Each epoch, the DataLoader asks the dataset for a
-fresh iterator; the iterator runs the iteration's rollout, scoring and advantages (through the module's
-``prepare_iteration``) and then yields its K PPO epochs of shuffled minibatches. There is no hand-written
-training loop.
+``GiGPOModule.training_step`` runs the whole iteration itself (rollout, advantages, its K PPO epochs of
+minibatches), so the data side carries nothing but the count: Lightning's loop gives one epoch per iteration
+(``max_epochs`` = iterations), and checkpoints, resume and the epoch-end callbacks keep their meaning. This is the
+loop of Lightning's own PPO example (``examples/fabric/reinforcement_learning/train_fabric.py``: ``for update in
+range(...)``: collect, estimate, then epochs of minibatches), with Lightning counting the updates.
+
+The index is read when the epoch fetches its item, not when Lightning creates the iterator: on resume Lightning
+creates it before it has counted the checkpoint's finished epoch.
 """
 
 from __future__ import annotations
@@ -11,29 +15,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset
 
 from gigpo_lab.batch import StepBatch
 
 
-class IterationDataset(IterableDataset):
-    """Yields one iteration's minibatches per pass. ``prepare`` returns them as a list of StepBatch."""
+class Iterations:
+    """One item per pass, ``current()``: the index of the iteration the epoch runs. Sized, so Lightning
+    prefetches nothing."""
 
-    def __init__(self, prepare: Callable[[], list[StepBatch]]) -> None:
-        super().__init__()
-        self.prepare = prepare
+    def __init__(self, current: Callable[[], int]) -> None:
+        self.current = current
 
-    def __iter__(self) -> Iterator[StepBatch]:
-        yield from self.prepare()
+    def __len__(self) -> int:
+        return 1
 
-
-def iteration_loader(prepare: Callable[[], list[StepBatch]]) -> DataLoader:
-    """A DataLoader over ``IterationDataset`` in the main process (the rollout needs the live policy)."""
-    return DataLoader(IterationDataset(prepare), batch_size=None, collate_fn=_identity, num_workers=0)
-
-
-def _identity(x):
-    return x
+    def __iter__(self) -> Iterator[int]:
+        yield self.current()
 
 
 def shuffled_minibatches(

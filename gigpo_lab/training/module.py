@@ -1,21 +1,19 @@
-"""``GiGPOModule``: the Lightning module that holds the policy, the frozen reference and the loss.
+"""``GiGPOModule``: the Lightning module that holds the policy, the frozen reference and the loss, and runs the
+training loop itself.
 
-One Lightning epoch is one training iteration (ARCHITECTURE.md, "How the data flows"):
+One ``training_step`` is one RL iteration, under manual optimisation (``automatic_optimization = False``), in the
+order it runs (ARCHITECTURE.md, "One iteration, through the code"):
 
-1. ``prepare_iteration`` (called by the dataset at the start of the epoch): evaluate when due, collect
-   B groups x G envs, score old and reference log-probs, shape the rewards, compute the advantages, and cut
-   K epochs of shuffled minibatches.
-2. ``training_step`` on each minibatch: the clipped surrogate + KL + entropy loss.
-3. ``on_train_batch_end`` of the iteration's last minibatch: sync the rollout engine's weights, queue the
-   iteration's metrics (and the final evaluation after the last iteration) in ``pending_metrics``.
+1. ``prepare_iteration``: evaluate when due, collect B groups x G envs, score the old and reference log-probs,
+   shape the rewards, compute the advantages, and cut K epochs of shuffled minibatches;
+2. ``update``: each minibatch's loss, ``manual_backward`` and ``optimizer.step()`` (inside it,
+   ``on_before_optimizer_step`` guards and clips the gradients); ``trainer.target_kl`` is a ``break``;
+3. ``end_iteration``: sync the rollout engine's weights, queue the iteration's metrics (and the final evaluation
+   after the last iteration) in ``pending_metrics``.
 
-The module ends its own iteration; callbacks only observe. Step 3 is the last minibatch's
-``on_train_batch_end``, not ``on_train_epoch_end``, because of the order in which Lightning 2.6 calls the
-epoch-end hooks (``FitLoop.on_advance_end``): callbacks' ``on_train_epoch_end`` first (the
-``IterationLogger`` writes ``pending_metrics``, the ``ProgressLine`` prints), then the module's, then
-``ModelCheckpoint``'s, which saves. Ending the iteration before all of them, every observer sees the whole
-iteration, and a checkpoint always follows the metrics of its iteration (a run killed after it resumes
-without a gap in the metrics).
+The data side is one iteration index per Lightning epoch (``training/data.py``), so an epoch is an iteration and
+its end hooks observe a finished one: the ``IterationLogger`` writes ``pending_metrics``, the progress line
+prints, then ``ModelCheckpoint`` saves, so a checkpoint always follows the metrics of its iteration.
 """
 
 from __future__ import annotations
@@ -26,29 +24,22 @@ from collections import defaultdict
 import lightning as L
 import torch
 
-from gigpo_lab.algorithm.diagnostics import CollapseCounter, group_signal, logprob_gap, token_entropy
+from gigpo_lab.algorithm.diagnostics import CollapseCounter, group_signal
 from gigpo_lab.algorithm.exploration import NoBonus
 from gigpo_lab.algorithm.group_filter import NoFilter
 from gigpo_lab.algorithm.loss import LossOutput, PolicyLoss
 from gigpo_lab.algorithm.shaping import clip_rewards, penalize_kl
 from gigpo_lab.batch import StepBatch
-from gigpo_lab.packing.distinct_rows import distinct_rows_logprobs, score_unique_rows
-from gigpo_lab.packing.microbatch import chunked_logprobs, microbatched_loss
-from gigpo_lab.training.checkpointing import mark_finished_epoch_completed
-from gigpo_lab.training.critic import critic_loss, score_values
-from gigpo_lab.training.data import iteration_loader, shuffled_minibatches
+from gigpo_lab.training.critic import score_values
+from gigpo_lab.training.data import Iterations, shuffled_minibatches
 from gigpo_lab.training.distributed import across_ranks, check_world_size
 from gigpo_lab.training.evaluation import EvalCurve, run_evaluation
 from gigpo_lab.training.fsdp import ShardedStrategy, full_value, gathered, shard
 from gigpo_lab.training.group_filtering import collect_filtered
+from gigpo_lab.training.passes import PolicyPasses
 from gigpo_lab.training.samples import sample_rows
 from gigpo_lab.training.schema import TrainerConfig
 from gigpo_lab.training.seeds import extra_group_seeds, group_seeds, iteration_seed
-
-
-def _plain_logprobs(model, *columns: torch.Tensor, temperature: float = 1.0):
-    """``model.logprobs`` on every row: the update's forward without ``distinct_rows``."""
-    return model.logprobs(*columns, temperature=temperature)
 
 
 class GiGPOModule(L.LightningModule):
@@ -81,6 +72,8 @@ class GiGPOModule(L.LightningModule):
     Outside a Trainer (scripts that drive the parts by hand, as ``experiments/bench/bench_llm_iteration.py``)
     the public ``score``, ``minibatch_loss`` and ``evaluate`` work alone; the Lightning hooks need the Trainer.
     """
+
+    automatic_optimization = False  # training_step runs the iteration's own epochs and optimizer steps
 
     def __init__(
         self,
@@ -121,21 +114,12 @@ class GiGPOModule(L.LightningModule):
         self.collector, self.engine = collector, engine
         self.groups = collector.groups if collector is not None else 0  # B per iteration (per rank)
         self.loop = loop
-        #: ``trainer.shared_prefix`` and ``shared_prefix_tokens``, null resolved by the policy (``packed_update``,
-        #: ``packed_tokens``); several processes turn a null off (``on_fit_start``).
-        packed = getattr(policy, "packed_update", False), getattr(policy, "packed_tokens", 0)  # any nn.Module
-        self.shared_prefix = packed[0] if loop.shared_prefix is None else loop.shared_prefix
-        self.shared_prefix_tokens = (
-            packed[1] if loop.shared_prefix_tokens is None else loop.shared_prefix_tokens
-        )
         self.seed = seed
         self.eval_episodes, self.eval_greedy = eval_episodes, eval_greedy
         self.eval_temperature, self.eval_greedy_episodes = eval_temperature, eval_greedy_episodes
         self.eval_curve = EvalCurve()
-        self.logprob_temperature = logprob_temperature
         self.exploration = exploration if exploration is not None else NoBonus()
         self.group_filter = group_filter if group_filter is not None else NoFilter()
-        self._kl_stopped = False
         if loop.reuse_rollout_logprobs and not getattr(engine, "samples_policy_logprobs", False):
             raise ValueError(
                 "trainer.reuse_rollout_logprobs=true needs an engine whose sampling log-probs are the policy's "
@@ -147,26 +131,33 @@ class GiGPOModule(L.LightningModule):
         #: (step, metrics) pairs waiting for the tracking callback; ``samples`` JSONL text by iteration.
         self.pending_metrics: list[tuple[int, dict[str, float]]] = []
         self.pending_samples: list[tuple[int, list[dict]]] = []
-        self._train_stats: dict[str, list[float]] = defaultdict(list)
+        self._train_stats: defaultdict[str, list[float]] = defaultdict(list)
         self._iter_metrics: dict[str, float] = {}
         self._update_start = 0.0
-        self._minibatches_left = 0  # of this iteration: the last one's on_train_batch_end ends the iteration
+        # trainer.shared_prefix(_tokens): null is the policy's choice (several processes turn it off: on_fit_start)
+        packed = getattr(policy, "packed_update", False), getattr(policy, "packed_tokens", 0)  # any nn.Module
+        self.passes = PolicyPasses(
+            policy,
+            self.reference,
+            loss,
+            loop,
+            logprob_temperature,
+            packed[0] if loop.shared_prefix is None else loop.shared_prefix,
+            packed[1] if loop.shared_prefix_tokens is None else loop.shared_prefix_tokens,
+            self.critic,
+            self._train_stats,
+        )
 
     # ----------------------------------------------------------------- Lightning plumbing
     def on_fit_start(self) -> None:
-        self.shared_prefix = check_world_size(self.loop, self.trainer.world_size, self.shared_prefix)
+        passes = self.passes
+        passes.shared_prefix = check_world_size(self.loop, self.trainer.world_size, passes.shared_prefix)
 
     def configure_optimizers(self):
         return self.loop.optimizer(self.policy.parameters())
 
-    def train_dataloader(self):
-        return iteration_loader(self.prepare_iteration)
-
-    def transfer_batch_to_device(self, batch: StepBatch, device, dataloader_idx: int) -> StepBatch:
-        if device.type == "cpu":
-            return batch
-        moved = {k: v.to(device) for k, v in vars(batch).items() if isinstance(v, torch.Tensor)}
-        return StepBatch(**{**vars(batch), **moved})
+    def train_dataloader(self) -> Iterations:
+        return Iterations(lambda: self.current_epoch)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["gigpo_lab"] = {
@@ -183,7 +174,6 @@ class GiGPOModule(L.LightningModule):
         self.collapses.load(state.get("collapses", {}))
         self.exploration.load(state.get("exploration", {}))
         self.eval_curve.load(state.get("eval_curve", {}))
-        mark_finished_epoch_completed(checkpoint)
 
     # ----------------------------------------------------------------- one iteration
     def configure_model(self) -> None:
@@ -192,6 +182,17 @@ class GiGPOModule(L.LightningModule):
         strategy = self.trainer.strategy
         if isinstance(strategy, ShardedStrategy):
             shard(self, strategy.device_mesh["data_parallel"])
+
+    def training_step(self, iteration: int, batch_idx: int) -> None:
+        """Iteration ``iteration`` (the current epoch), whole: the three steps of the module docstring.
+
+        Lightning runs ``training_step`` under the precision plugin's autocast; here it is off (``_own_precision``)
+        except around each minibatch's forward (``update``), so the rollout, scoring, estimator and evaluation run
+        at the weights' own precision, as they would outside a training step."""
+        with _own_precision(self.device):
+            minibatches = self.prepare_iteration()
+            self.update(minibatches)
+            self.end_iteration()
 
     @torch.no_grad()
     def prepare_iteration(self) -> list[StepBatch]:
@@ -249,14 +250,11 @@ class GiGPOModule(L.LightningModule):
         metrics["perf/env_steps_per_s"] = env_steps / rollout_s
         metrics["perf/tokens_per_s"] = rollout.get("rollout/tokens", 0.0) / rollout_s
         self._iter_metrics = metrics
-        self._kl_stopped = False
         if self.loop.sample_every > 0 and it % self.loop.sample_every == 0:
             self.pending_samples.append((it, sample_rows(batch, self.policy.tokenizer)))
         self.policy.train()
         self._update_start = time.perf_counter()
-        minibatches = shuffled_minibatches(batch, self.loop.ppo_epochs, self.loop.minibatch_size, gen)
-        self._minibatches_left = len(minibatches)
-        return minibatches
+        return shuffled_minibatches(batch, self.loop.ppo_epochs, self.loop.minibatch_size, gen)
 
     def _collect(
         self, seeds: list[int], shard: int, gen: torch.Generator
@@ -275,150 +273,58 @@ class GiGPOModule(L.LightningModule):
         return collect_filtered(self.collector, seeds_of, rule, gen, self.policy.tokenizer.pad_id)
 
     def score(self, batch: StepBatch) -> dict[str, float]:
-        """Fill ``old_logprobs`` (the policy before this iteration's updates) and ``ref_logprobs``; return the
-        sampling policy's entropy and the gap between the engine's sampling log-probs and the rescored ones.
+        """``PolicyPasses.score``: fill the batch's ``old_logprobs`` and ``ref_logprobs``; their metrics."""
+        return self.passes.score(batch, self.device)
 
-        With ``reuse_rollout_logprobs`` the engine's sampling log-probs stay the old ones and only the reference
-        is scored (no entropy or gap metrics then); with ``micro_batch_size`` the rows are scored in chunks.
-        """
-        cols = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
-        if self.loop.reuse_rollout_logprobs:
-            if self.reference is not None:
-                batch.ref_logprobs = self._logprobs(self.reference, cols)[0]
-            return {}
-        sampled = batch.old_logprobs
-        batch.old_logprobs, entropy = self._logprobs(self.policy, cols)
-        if self.reference is not None:
-            batch.ref_logprobs = self._logprobs(self.reference, cols)[0]
-        metrics = token_entropy(entropy, batch.response_mask)
-        if sampled is not None:
-            metrics.update(logprob_gap(sampled, batch.old_logprobs, batch.response_mask))
-        return metrics
+    def update(self, minibatches: list[StepBatch]) -> None:
+        """One optimizer step per minibatch, in order; once a minibatch's ``approx_kl`` exceeds
+        ``trainer.target_kl``, that step and the rest of the iteration's are not taken."""
+        optimizer = self.optimizers()
+        steps = 0
+        for i, mb in enumerate(minibatches):
+            optimizer.zero_grad()  # micro-batches accumulate from zero, and a step not taken keeps none
+            with self.trainer.precision_plugin.train_step_context():  # autocast around the forward alone
+                loss, out = self.minibatch_loss(self._on_device(mb), self.manual_backward)
+            torch.clear_autocast_cache()  # the step below changes the weights its casts were cached from
+            if not torch.isfinite(out.loss):
+                raise FloatingPointError(
+                    f"the loss is {out.loss.item()} at iteration {self.current_epoch}, minibatch {i} "
+                    f"(rows of trajectories {sorted(set(mb.traj_ids.tolist()))[:8]}); the checkpoint before it "
+                    "is kept; lower the learning rate or check the rewards"
+                )
+            for key in ("loss", "pg_loss", "kl", "entropy", "clipfrac", "approx_kl"):
+                self._train_stats[f"train/{key}"].append(float(getattr(out, key).detach()))
+            if self.loop.target_kl is not None and float(out.approx_kl) > self.loop.target_kl:
+                optimizer.zero_grad()  # micro-batches already back-propagated: no step on them
+                break
+            self.manual_backward(loss)
+            optimizer.step()  # on_before_optimizer_step: the guard and the clipping
+            steps += 1
+        # the means count every planned minibatch, a step not taken as 0 (train/steps_taken: their share)
+        planned = len(minibatches)
+        self._train_stats["train/steps_taken"] += [1.0] * steps + [0.0] * (planned - steps)
+        self._train_stats["train/lr"] += [float(optimizer.param_groups[0]["lr"])] * planned
 
-    def critic_loss(self, mb: StepBatch, backward=None) -> torch.Tensor | None:
-        """``gigpo_lab.training.critic.critic_loss`` of minibatch ``mb``; logs ``train/value_loss`` and
-        ``train/value_clipfrac``."""
-        total, value_loss, clipfrac = critic_loss(
-            self.policy,
-            self.loss_fn,
-            mb,
-            self.loop.micro_batch_size,
-            self.device,
-            self.current_epoch,
-            backward,
-        )
-        self._train_stats["train/value_loss"].append(value_loss)
-        self._train_stats["train/value_clipfrac"].append(clipfrac)
-        return total
-
-    def _logprobs(self, scorer, cols: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-        """``scorer.logprobs`` (N, R) each, log-probs and entropies, on the CPU: distinct rows in one pass, or
-        in micro-batches."""
-        t = self.logprob_temperature
-        if self._chunked:
-            return chunked_logprobs(
-                scorer,
-                cols,
-                self.loop.micro_batch_size,
-                t,
-                self.device,
-                self.shared_prefix,
-                self.shared_prefix_tokens,
-            )
-        logp, entropy = score_unique_rows(scorer, *(c.to(self.device) for c in cols), temperature=t)
-        return logp.cpu(), entropy.cpu()
-
-    @property
-    def _chunked(self) -> bool:
-        """Whether scoring and updates go through the chunked path (``gigpo_lab.packing.microbatch``):
-        micro-batches, or packed trees of shared prompt runs, or both."""
-        return self.loop.micro_batch_size > 0 or self.shared_prefix
-
-    def _backward(self, loss: torch.Tensor) -> None:
-        """Back-propagate one micro-batch's loss through Lightning's strategy (its precision plugin)."""
-        self.trainer.strategy.backward(loss, None)
-
-    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer) -> None:
-        # Lightning zeroes the gradients after training_step; micro-batches accumulate theirs inside it
-        if not self._chunked:
-            optimizer.zero_grad()
-
-    def training_step(self, mb: StepBatch, batch_idx: int) -> torch.Tensor | None:
-        """The loss of one minibatch; None (no optimizer step) once ``target_kl`` has stopped the iteration."""
-        if self._chunked:
-            # micro-batches accumulate from zero, and a skipped step keeps none
-            self.policy.zero_grad(set_to_none=True)
-        self._train_stats["train/steps_taken"].append(0.0 if self._kl_stopped else 1.0)
-        if self._kl_stopped:
-            return None
-        loss, out = self.minibatch_loss(mb, self._backward)
-        if not torch.isfinite(out.loss):
-            raise FloatingPointError(
-                f"the loss is {out.loss.item()} at iteration {self.current_epoch}, minibatch {batch_idx} "
-                f"(rows of trajectories {sorted(set(mb.traj_ids.tolist()))[:8]}); the checkpoint before it is "
-                "kept; lower the learning rate or check the rewards"
-            )
-        for key, value in (
-            ("train/loss", out.loss),
-            ("train/pg_loss", out.pg_loss),
-            ("train/kl", out.kl),
-            ("train/entropy", out.entropy),
-            ("train/clipfrac", out.clipfrac),
-            ("train/approx_kl", out.approx_kl),
-        ):
-            self._train_stats[key].append(float(value.detach()))
-        if self.loop.target_kl is not None and float(out.approx_kl) > self.loop.target_kl:
-            self._kl_stopped = True  # this step and the rest of the iteration are skipped
-            self._train_stats["train/steps_taken"][-1] = 0.0
-            self.policy.zero_grad(set_to_none=True)  # micro-batches already back-propagated: no step on them
-            return None
-        return loss
+    def _on_device(self, mb: StepBatch) -> StepBatch:
+        """``mb`` with its tensors on the module's device (the CPU: unchanged)."""
+        if self.device.type == "cpu":
+            return mb
+        moved = {k: v.to(self.device) for k, v in vars(mb).items() if isinstance(v, torch.Tensor)}
+        return StepBatch(**{**vars(mb), **moved})
 
     def minibatch_loss(self, mb: StepBatch, backward) -> tuple[torch.Tensor, LossOutput]:
-        """The loss of minibatch ``mb`` (on the module's device) to back-propagate, and its ``LossOutput``.
-
-        With micro-batches or shared prefixes (``gigpo_lab.packing.microbatch``) every chunk but the last is
-        back-propagated here by ``backward`` (one 0-dim loss -> None: Lightning's strategy in
-        ``training_step``, ``torch.Tensor.backward`` for a script without a Trainer), and the returned loss is
-        the last chunk's; otherwise the returned loss is the whole minibatch's and ``backward`` is not called.
-        """
-        if self._chunked:
-            loss, out = microbatched_loss(
-                self.policy,
-                self.loss_fn,
-                mb,
-                self.loop.micro_batch_size,
-                self.logprob_temperature,
-                backward,
-                distinct=self.loop.distinct_rows,
-                shared_prefix=self.shared_prefix,
-                max_tokens=self.shared_prefix_tokens,
-            )
-            if self.critic:  # its chunks back-propagated here, as the policy loss's are
-                self.critic_loss(mb, backward)
-            return loss, out
-        logprobs = distinct_rows_logprobs if self.loop.distinct_rows else _plain_logprobs
-        logp, entropy = logprobs(
-            self.policy,
-            mb.prompt_ids,
-            mb.prompt_mask,
-            mb.response_ids,
-            mb.response_mask,
-            temperature=self.logprob_temperature,
-        )
-        out = self.loss_fn(logp, mb.old_logprobs, mb.advantages, mb.response_mask, entropy, mb.ref_logprobs)
-        if self.critic:
-            return out.loss + self.critic_loss(mb), out
-        return out.loss, out
+        """``PolicyPasses.minibatch_loss``: the loss of minibatch ``mb`` (on the module's device) to
+        back-propagate, every chunk but the last already back-propagated by ``backward`` (``manual_backward``
+        in ``update``, ``torch.Tensor.backward`` for a script without a Trainer); and its ``LossOutput``."""
+        return self.passes.minibatch_loss(mb, backward, self.device, self.current_epoch)
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        self._train_stats["train/lr"].append(float(optimizer.param_groups[0]["lr"]))
+        # Inside ``optimizer.step()``: the one point where a GradScaler (16-mixed) has unscaled the gradients and
+        # the step has not yet written them, so the guard and the clipping see the true gradients here.
         grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
         if grads:
             norm = full_value(torch.nn.utils.get_total_norm(grads))  # over every rank's shard under fsdp
-            scaled = (
-                getattr(self.trainer.precision_plugin, "scaler", None) is not None
-            )  # 16-mixed skips such steps
+            scaled = getattr(self.trainer.precision_plugin, "scaler", None) is not None  # skips such steps
             if not scaled and not torch.isfinite(norm):  # before the step writes it into the weights
                 raise FloatingPointError(
                     f"the gradient norm is {float(norm)} at iteration {self.current_epoch} with a finite loss: a "
@@ -426,13 +332,10 @@ class GiGPOModule(L.LightningModule):
                     "GPU in bf16-mixed, try lightning.precision=32-true to tell a precision problem from a bug)"
                 )
             self._train_stats["train/grad_norm"].append(float(norm))
+        if self.loop.gradient_clip_val is not None:
+            self.clip_gradients(optimizer, self.loop.gradient_clip_val, "norm")
 
-    def on_train_batch_end(self, outputs, batch: StepBatch, batch_idx: int) -> None:
-        self._minibatches_left -= 1
-        if self._minibatches_left == 0:
-            self._end_iteration()
-
-    def _end_iteration(self) -> None:
+    def end_iteration(self) -> None:
         """Sync the engine and queue this iteration's metrics (and the final eval after the last one); stop
         the run once the env-step budget is spent. Runs before any epoch-end hook (module docstring). Under
         fsdp the weights are gathered once for the sync and the final eval."""
@@ -475,3 +378,9 @@ class GiGPOModule(L.LightningModule):
         result.update(self.eval_curve.add(self.env_steps_total, result["eval/success_rate"]))
         self.policy.train(was_training)
         return result
+
+
+def _own_precision(device: torch.device):
+    """Autocast off on ``device`` inside the block (Lightning enters the precision plugin's autocast around
+    ``training_step``; a block outside it runs the same)."""
+    return torch.autocast(device.type, enabled=False)

@@ -3,7 +3,7 @@
 ``instantiate(cfg.lightning)`` gives one; a strategy given as a ``_target_`` node arrives already built (Hydra
 instantiates it recursively). ``check`` refuses a strategy the lab cannot run, ``apply_threads`` sets torch's CPU threads before anything computes, and
 ``trainer(**loop)`` builds the Lightning ``Trainer`` with these settings plus the loop's own arguments
-(``max_epochs``, ``gradient_clip_val``, the callbacks), so no key is copied by hand.
+(``max_epochs``, the callbacks), so no key is copied by hand.
 
 The schema (``gigpo_lab.training.schema.LightningConfig``) already types every value; the one thing it cannot
 see is which strategy *class* a name stands for, checked here by type.

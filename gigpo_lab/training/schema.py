@@ -34,7 +34,7 @@ def _adamw() -> dict[str, Any]:
 
 @dataclass
 class TrainerConfig:
-    """The algorithm's iteration loop; one Lightning epoch is one iteration. ``instantiate(cfg.trainer)``
+    """The algorithm's iteration loop; one Lightning epoch (one ``training_step``) is one iteration. ``instantiate(cfg.trainer)``
     returns this dataclass itself, its optimizer built (a partial), for ``GiGPOModule`` and the Trainer."""
 
     _target_: str = "gigpo_lab.training.schema.TrainerConfig"
@@ -83,8 +83,8 @@ class TrainerConfig:
     #: CliffWalking a -100 fall otherwise drowns the rarer success signal (docs/WHY_RUNS_FAIL.md); rewards in
     #: [-1, 1] (FrozenLake) are unchanged, bit for bit. null = the env's rewards as they are.
     reward_clip: Optional[float] = 1.0  # noqa: UP045
-    #: Clip the global gradient norm to this; null = no clipping. Part of the update rule (PPO's
-    #: max_grad_norm), so it lives here and not under lightning, though Lightning applies it.
+    #: Clip the global gradient norm to this before each optimizer step; null = no clipping. Part of the update
+    #: rule (PPO's max_grad_norm), so it lives here and not under lightning.
     gradient_clip_val: Optional[float] = 1.0  # noqa: UP045
     #: Save a checkpoint every N iterations (and always at the end); last.ckpt is the newest. N >= 1.
     checkpoint_every: int = 5

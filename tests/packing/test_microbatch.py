@@ -185,7 +185,6 @@ def test_micro_batching_in_a_lightning_run_ends_with_the_same_weights(model_dir)
             enable_checkpointing=False,
             enable_progress_bar=False,
             enable_model_summary=False,
-            gradient_clip_val=1.0,
         )
         L.seed_everything(0, verbose=False)
         trainer.fit(module)

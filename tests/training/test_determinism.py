@@ -164,7 +164,6 @@ def _gpu_run(deterministic: bool) -> tuple[list, dict]:
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        gradient_clip_val=1.0,
     )
     L.seed_everything(0, verbose=False)
     trainer.fit(module)
