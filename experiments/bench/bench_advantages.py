@@ -21,6 +21,9 @@ of both ``gigpo_lab.algorithm`` and the test oracle; its result is checked again
 its time per row at the largest size it ran, marked ``~``. Times: best of ``--repeats`` runs, in ms, the
 device synchronised before and after each run (``torch.cuda.synchronize`` on CUDA).
 
+``bfs vec`` and ``bfs loop``: GraphGPO's goal-distance search alone, vectorised (its code) or one Python queue per
+group, on the same graph and checked equal (``graph_search.py``; issue #50: is the per-group loop worth vectorising?).
+
 A second table sets each estimator beside its memory-bandwidth floor: the bytes of the input columns it reads
 (its ``requires`` and ``optional`` columns), read once, plus its advantages written once, at the device's copy
 rate, which the script measures itself: a device-to-device copy of ``--copy-mib`` MiB, bytes read plus written
@@ -35,11 +38,15 @@ import sys
 import time
 import traceback
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from gigpo_lab.algorithm import available_estimators, build_estimator, compute_advantages, group_filter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from graph_search import time_search  # noqa: E402
 
 GROUP_SIZE, MAX_STEPS, GRID = 8, 50, 5
 
@@ -286,20 +293,10 @@ def main(argv: list[str] | None = None) -> int:
     errors: list[str] = []
 
     header = [
-        "rows",
-        "groups",
-        *names,
-        "loop py",
-        "loop ref",
-        "max |diff|",
-        "py/gigpo",
-        "ref/gigpo",
-        "gigpo/grpo",
-        "hgpo/gigpo",
-        "ppo/gigpo",
-        "nonconstant/gigpo",
+        "rows", "groups", *names, "loop py", "loop ref", "max |diff|", "py/gigpo", "ref/gigpo", "gigpo/grpo",
+        "hgpo/gigpo", "graphgpo/gigpo", "bfs vec", "bfs loop", "bfs loop/vec", "ppo/gigpo", "nonconstant/gigpo",
         "top_std/gigpo",
-    ]
+    ]  # fmt: skip
     lines, floor_rows, py_per_row, ref_per_row = [], [], None, None
     for size in args.sizes:
         cpu_cols = make_batch(size, arbitrary_ids=args.arbitrary_ids)
@@ -329,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             cpu_cols, False, n, args.ref_max_rows, ref_per_row, 1
         )
         diffs = [d for d in (py_diff, ref_diff) if d is not None]
+        bfs_ms, bfs_loop_ms = time_search(cpu_cols, args.repeats) if on_cpu else (float("nan"), float("nan"))
         gigpo = times["gigpo"]
         lines.append(
             [
@@ -342,6 +340,10 @@ def main(argv: list[str] | None = None) -> int:
                 ratio(ref_ms, gigpo),
                 f"{gigpo / times['grpo']:.2f}",
                 f"{times['hgpo'] / gigpo:.2f}",  # issue #33: HGPO (K = 2) within about 2x GiGPO
+                f"{times['graphgpo'] / gigpo:.2f}",  # issue #50: GraphGPO beside GiGPO
+                cell(bfs_ms),  # issue #50: its graph search, vectorised ...
+                cell(bfs_loop_ms),  # ... and as a per-group Python loop (CPU only)
+                ratio(bfs_loop_ms, bfs_ms),
                 f"{times['ppo'] / gigpo:.2f}",  # issue #33: PPO's turn-level GAE beside GiGPO
                 f"{times['nonconstant'] / gigpo:.2f}",  # issue #33: the group filters (estimator-neutral)
                 f"{times['top_std'] / gigpo:.2f}",

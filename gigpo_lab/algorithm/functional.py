@@ -28,7 +28,7 @@ def compute_advantages(
 
     Args:
         name: a registered estimator (``grpo``, ``rloo``, ``reinforce_pp``, ``gigpo``, ``gigpo_step_index``,
-            ``hgpo``, ``ppo``).
+            ``hgpo``, ``graphgpo``, ``ppo``).
         rewards: (N,) float32 or float64, the env reward of each step.
         group_ids, traj_ids: (N,) int, arbitrary int64 values; a trajectory belongs to one group.
         step_ids: (N,) int, 0..T-1 within each trajectory (gigpo, gigpo_step_index).

@@ -23,7 +23,7 @@ from gigpo_lab.algorithm import (
 )
 from gigpo_lab.algorithm import registry as registry_module
 
-NAMES = ["gigpo", "gigpo_step_index", "grpo", "hgpo", "ppo", "reinforce_pp", "rloo"]
+NAMES = ["gigpo", "gigpo_step_index", "graphgpo", "grpo", "hgpo", "ppo", "reinforce_pp", "rloo"]
 
 
 def cols(n_rows=6, **changes):

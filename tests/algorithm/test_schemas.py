@@ -23,6 +23,7 @@ KL_IN_REWARD = {
     "grpo": False,
     "gigpo": False,
     "gigpo_step_index": False,
+    "graphgpo": False,
     "hgpo": False,
     "ppo": False,
     "rloo": True,

@@ -24,7 +24,7 @@ MISTAKES = [
         "typo'd option",
         ["estimator=gipo"],
         P + "estimator=gipo is not an option; did you mean gigpo? "
-        "(options: gigpo, gigpo_step_index, grpo, hgpo, ppo, reinforce_pp, rloo)",
+        "(options: gigpo, gigpo_step_index, graphgpo, grpo, hgpo, ppo, reinforce_pp, rloo)",
     ),
     (
         "typo'd launcher",
