@@ -42,7 +42,12 @@ FORWARD_METHODS = ("logprobs", "values")
 
 
 class ShardedStrategy(ModelParallelStrategy):
-    """``ModelParallelStrategy`` on a 1-D mesh: every process is a data-parallel rank; no tensor parallelism.
+    """``ModelParallelStrategy`` whose FSDP2 shards over every process: a 1-D data-parallel mesh
+    (``data_parallel_mesh``), no tensor parallelism.
+
+    Lightning's own mesh (``device_mesh``, both sizes "auto") is nodes x processes per node; the lab does not
+    shard over it, but over ``data_parallel_mesh``, which spans every process (torch gives a mesh of the whole
+    world the default process group).
 
     Args:
         save_distributed_checkpoint: false (the lab's default) assembles the full weights and optimizer
@@ -59,15 +64,20 @@ class ShardedStrategy(ModelParallelStrategy):
     ) -> None:
         super().__init__(
             data_parallel_size="auto",
-            tensor_parallel_size=1,
+            tensor_parallel_size="auto",
             save_distributed_checkpoint=save_distributed_checkpoint,
             process_group_backend=process_group_backend,
             timeout=timeout,
         )
+        self.data_parallel_mesh = None
 
-    def _setup_distributed(self) -> None:
-        super()._setup_distributed()
-        self._data_parallel_size = self.world_size  # "auto" would be the node count
+    def setup_environment(self) -> None:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        super().setup_environment()  # the process group, and Lightning's mesh
+        self.data_parallel_mesh = init_device_mesh(
+            self.root_device.type, (self.world_size,), mesh_dim_names=("data_parallel",)
+        )
 
 
 def shard(module: torch.nn.Module, mesh) -> None:
@@ -114,7 +124,8 @@ def gathered(module: torch.nn.Module) -> Iterator[None]:
     for root in (unit for unit in found if id(unit) not in inner):
         # A root's state is set up in its first forward. The rollout calls the layers directly, so without
         # this a layer would set itself up as a root, and the policy's own first forward would then fail
-        # (torch 2.13 has no public call for it; it does nothing the second time).
+        # (private: torch 2.11-2.13 has no public call for it, so pyproject.toml pins the tested torch range; it
+        # does nothing the second time).
         root._get_fsdp_state()._lazy_init()
     for unit in found:
         unit.unshard()

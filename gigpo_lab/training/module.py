@@ -181,7 +181,7 @@ class GiGPOModule(L.LightningModule):
         under any other strategy nothing."""
         strategy = self.trainer.strategy
         if isinstance(strategy, ShardedStrategy):
-            shard(self, strategy.device_mesh["data_parallel"])
+            shard(self, strategy.data_parallel_mesh)
 
     def training_step(self, iteration: int, batch_idx: int) -> None:
         """Iteration ``iteration`` (the current epoch), whole: the three steps of the module docstring.

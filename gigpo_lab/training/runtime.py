@@ -20,6 +20,7 @@ def strategy_class(strategy: Any) -> tuple[type | None, str]:
     """(the Lightning strategy class, its process start method) of a strategy name or object; (None, "")
     for ``auto`` or a name Lightning does not register (Lightning itself refuses an unknown name)."""
     if not isinstance(strategy, str):
+        # private: a built DDP strategy keeps its start method nowhere public (lightning pinned in pyproject.toml)
         return type(strategy), str(getattr(strategy, "_start_method", "popen"))
     from lightning.pytorch.strategies import StrategyRegistry
 
