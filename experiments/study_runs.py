@@ -3,7 +3,7 @@
 A study job's overrides (its ``sweep_job_key`` tag, ``gigpo_lab.tracking.sweep_resume.job_key``) name its
 arm and its setting as config groups of experiments/, for example::
 
-    +experiments/arm=gigpo_placebo +experiments/pilot_env=frozenlake8x8 experiments=pilot seed=103 ...
+    +experiments/arm=gigpo_placebo +experiments/study_env=frozenlake8x8 experiments=pilot seed=103 ...
 
 - ``arm``: the ``+experiments/arm=`` choice, followed by any other override that is not the seed, the store, a
   setting or the study itself (``estimator.step_advantage_weight=0.5`` in the ω study);

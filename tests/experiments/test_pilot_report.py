@@ -20,7 +20,7 @@ def scripts(monkeypatch):
 def test_a_job_key_names_its_setting_arm_and_seed(scripts):
     runs, _ = scripts
     key = (
-        "+experiments/arm=gigpo_placebo +experiments/pilot_env=frozenlake8x8 experiments=pilot seed=103 "
+        "+experiments/arm=gigpo_placebo +experiments/study_env=frozenlake8x8 experiments=pilot seed=103 "
         "tracking.uri=sqlite\\:////tmp/p.db"
     )
     assert runs.parse_job_key(key) == ("frozenlake8x8", "gigpo_placebo", 103)
@@ -100,7 +100,7 @@ def test_read_runs_reads_a_real_store(scripts, tmp_path):
     made = {}
     for arm, seed, final, status in (("gigpo", 0, 0.5, "FINISHED"), ("grpo", 0, 0.25, "FINISHED"),
                                      ("grpo", 1, 0.9, "FAILED"), ("gigpo", 0, 0.75, "FINISHED")):  # fmt: skip
-        key = f"+experiments/arm={arm} +experiments/pilot_env=fl seed={seed}"
+        key = f"+experiments/arm={arm} +experiments/study_env=fl seed={seed}"
         run = client.create_run(eid, tags={"sweep_job_key": key, "wall_s": "3.5"})
         client.log_metric(run.info.run_id, "eval/final", final)
         client.set_terminated(run.info.run_id, status)

@@ -1,0 +1,150 @@
+"""The pre-registered analysis of the study (experiments/PREREGISTRATION.md), as code.
+
+    python experiments/study_analysis.py --store sqlite:///study.db --out experiments/results/study
+
+Reads the finished runs of the study's experiments (``study_runs.read_runs``), then for each family of
+``FAMILIES``: every contrast's paired statistics on the primary metric (``gigpo_lab.analysis.paired``: mean
+difference with its 95% bootstrap CI, paired P(A > B), Cohen's d_z, the sign-flip p-value), Holm's correction
+within the family, and a verdict by the rule fixed before any confirmatory run:
+
+- **reproduced**: Holm-adjusted p < ``ALPHA`` and the mean difference is positive (A better, as claimed);
+- **refuted**: the CI's upper end is below ``DELTA``, the smallest effect worth detecting: an effect that
+  large in the claimed direction is excluded (this includes a significant difference the other way);
+- **inconclusive at this power**: anything else.
+
+A side of a contrast is one arm or several (the ω family's interior against its ends): per seed, the mean of
+the side's arms on that seed; a seed counts when every arm of both sides finished it. Writes
+``analysis.md`` and ``analysis.json`` (each contrast's per-seed pairs, so every number can be re-derived).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import study_runs
+
+from gigpo_lab.analysis.paired import holm, paired_contrast
+
+ALPHA = 0.05  #: family-wise error rate of each family
+DELTA = 0.05  #: the smallest effect worth detecting, in units of the primary metric (success rate)
+METRIC = "eval_final"  #: the primary metric (study_runs.METRICS key); eval_auc is reported beside it
+SEED = 20261204  #: the analysis's bootstrap and sign-flip stream
+
+
+class Contrast(NamedTuple):
+    """A claim "A beats B on this setting"; each side one arm or several (averaged per seed)."""
+
+    name: str
+    setting: str
+    a: tuple[str, ...]
+    b: tuple[str, ...]
+
+
+def _omega(w: str) -> str:
+    return f"gigpo estimator.step_advantage_weight={w}"
+
+
+SETTINGS = ("frozenlake_random", "frozenlake8x8", "textworld_coin")
+OMEGA_SETTINGS = ("frozenlake_random", "frozenlake8x8")
+FAMILIES: dict[str, list[Contrast]] = {
+    "primary": [
+        Contrast(f"H{i + 1} {s}", s, (a,), (b,))
+        for s in SETTINGS
+        for i, (a, b) in enumerate((("gigpo", "grpo"), ("gigpo", "gigpo_placebo"), ("gigpo", "rloo")))
+    ],
+    "omega": [
+        Contrast(f"H4 {s}", s, tuple(map(_omega, ("0.5", "1.0", "1.5"))), tuple(map(_omega, ("0.0", "2.0"))))
+        for s in OMEGA_SETTINGS
+    ],
+}
+
+
+def side_values(rows: list[dict], setting: str, arms: tuple[str, ...], metric: str) -> dict[int, float]:
+    """Per seed that every arm of ``arms`` finished in ``setting``: the mean of their ``metric``."""
+    by = {(r["arm"], r["seed"]): r[metric] for r in rows if r["setting"] == setting}
+    seeds = set.intersection(*({s for (arm, s) in by if arm == name} for name in arms))
+    return {s: float(np.mean([by[(name, s)] for name in arms])) for s in seeds}
+
+
+def verdict(holm_p: float, mean: float, high: float, alpha: float = ALPHA, delta: float = DELTA) -> str:
+    """The pre-registered verdict of one contrast (module docstring)."""
+    if holm_p < alpha and mean > 0:
+        return "reproduced"
+    if high < delta:
+        return "refuted"
+    return "inconclusive at this power"
+
+
+def analyse(rows: list[dict], family: list[Contrast], metric: str = METRIC, resamples: int = 50_000) -> list[dict]:
+    """One record per contrast of the family whose arms have at least 2 shared seeds."""
+    rng = np.random.default_rng(SEED)
+    records = []
+    for c in family:
+        a, b = side_values(rows, c.setting, c.a, metric), side_values(rows, c.setting, c.b, metric)
+        seeds = sorted(set(a) & set(b))
+        if len(seeds) < 2:
+            continue
+        result = paired_contrast(
+            np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds]), resamples=resamples, rng=rng
+        )
+        records.append(
+            {"contrast": c.name, "setting": c.setting, "a": list(c.a), "b": list(c.b), "metric": metric,
+             "n": len(seeds), "seeds": seeds, "a_values": [a[s] for s in seeds], "b_values": [b[s] for s in seeds],
+             "mean_difference": result.mean_difference, "ci": [result.mean_low, result.mean_high],
+             "improvement": result.improvement, "improvement_ci": [result.improvement_low, result.improvement_high],
+             "d_z": result.d_z, "p": result.p_value}  # fmt: skip
+        )
+    adjusted = holm(np.array([r["p"] for r in records])) if records else []
+    for record, p in zip(records, adjusted):
+        record["holm_p"] = float(p)
+        record["verdict"] = verdict(float(p), record["mean_difference"], record["ci"][1])
+    return records
+
+
+def table(records: list[dict]) -> list[str]:
+    lines = [
+        "| contrast | A | B | n | mean A - B [95% CI] | P(A > B) [95% CI] | d_z | p | Holm p | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        lo, hi = r["ci"]
+        plo, phi = r["improvement_ci"]
+        lines.append(
+            f"| {r['contrast']} | {' + '.join(r['a'])} | {' + '.join(r['b'])} | {r['n']} | "
+            f"{r['mean_difference']:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['improvement']:.2f} [{plo:.2f}, {phi:.2f}] | "
+            f"{r['d_z']:.2f} | {r['p']:.4f} | {r['holm_p']:.4f} | {r['verdict']} |"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--experiment", action="append", required=True, help="repeat for each study experiment")
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    rows, notes = [], []
+    for name in args.experiment:
+        found, more = study_runs.read_runs(args.store, name)
+        rows += found
+        notes += more
+    out, text = {}, []
+    for name, family in FAMILIES.items():
+        for metric in (METRIC, "eval_auc"):
+            records = analyse(rows, family, metric)
+            out[f"{name}/{metric}"] = records
+            role = "primary metric" if metric == METRIC else "secondary metric, not confirmatory"
+            text += [f"## Family {name}: {metric} ({role})", "", *table(records), ""]
+    text += [f"- {n}" for n in notes]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "analysis.json").write_text(json.dumps(out, indent=1) + "\n")
+    (args.out / "analysis.md").write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()

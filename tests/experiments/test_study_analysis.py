@@ -1,0 +1,78 @@
+"""experiments/study_analysis.py, the pre-registered analysis, on synthetic per-seed data where the true
+answer is known: a large effect is reproduced, a true null is refuted, a small sample is inconclusive, and the
+ω family averages its sides per seed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from experiment_scripts import EXPERIMENTS, load_script
+
+
+@pytest.fixture
+def analysis(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    return load_script("study_analysis.py")
+
+
+def _rows(setting: str, arms: dict[str, np.ndarray]) -> list[dict]:
+    return [
+        {"setting": setting, "arm": arm, "seed": seed, "eval_final": float(v), "eval_auc": float(v) / 2}
+        for arm, values in arms.items()
+        for seed, v in enumerate(values)
+    ]
+
+
+def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis):
+    rng = np.random.default_rng(1)
+    n = 40
+    base = rng.uniform(0.3, 0.6, n)  # a seed's difficulty, shared by its arms: pairing removes it
+    rows = _rows(
+        "frozenlake_random",
+        {
+            "grpo": base,
+            "gigpo": base + 0.15 + rng.normal(0, 0.05, n),  # a true +0.15: reproduced
+            "gigpo_placebo": base + 0.15 + rng.normal(0, 0.05, n),  # gigpo - placebo: a true 0, tight: refuted
+        },
+    )
+    # RLOO on 3 seeds only, with a true +0.1 under large noise: inconclusive
+    rows += _rows("frozenlake_random", {"rloo": base[:3] + rng.normal(0, 0.3, 3)})
+    records = {r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], resamples=4000)}
+    assert set(records) == {"H1 frozenlake_random", "H2 frozenlake_random", "H3 frozenlake_random"}
+    h1, h2, h3 = (records[f"H{i} frozenlake_random"] for i in (1, 2, 3))
+    assert h1["verdict"] == "reproduced" and h1["n"] == n and h1["mean_difference"] == pytest.approx(0.15, abs=0.03)
+    assert h2["verdict"] == "refuted" and h2["ci"][1] < analysis.DELTA
+    assert h3["verdict"] == "inconclusive at this power" and h3["n"] == 3
+    # Holm over the three: the adjusted p is never below the raw one, and at most 1
+    for r in (h1, h2, h3):
+        assert r["p"] <= r["holm_p"] <= 1.0
+    # the secondary metric is the same data at half scale: same signs, same p (the sign-flip test is scale-free)
+    auc = {r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], "eval_auc", 4000)}
+    assert auc["H1 frozenlake_random"]["mean_difference"] == pytest.approx(h1["mean_difference"] / 2)
+
+
+def test_a_side_of_several_arms_is_their_mean_per_seed_on_shared_seeds(analysis):
+    w = analysis._omega
+    rows = _rows("frozenlake8x8", {w("0.5"): [0.6, 0.6, 0.6], w("1.0"): [0.9, 0.6, 0.3], w("1.5"): [0.3, 0.3, 0.3]})
+    rows += _rows("frozenlake8x8", {w("0.0"): [0.2, 0.2], w("2.0"): [0.4, 0.4, 0.4]})  # ω = 0 lacks seed 2
+    interior = analysis.side_values(rows, "frozenlake8x8", (w("0.5"), w("1.0"), w("1.5")), "eval_final")
+    ends = analysis.side_values(rows, "frozenlake8x8", (w("0.0"), w("2.0")), "eval_final")
+    assert interior == pytest.approx({0: 0.6, 1: 0.5, 2: 0.4})
+    assert ends == pytest.approx({0: 0.3, 1: 0.3})
+    records = analysis.analyse(rows, analysis.FAMILIES["omega"], resamples=1000)
+    assert [r["contrast"] for r in records] == ["H4 frozenlake8x8"]  # the other setting has no runs
+    assert records[0]["seeds"] == [0, 1] and records[0]["mean_difference"] == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize(
+    ("holm_p", "mean", "high", "expected"),
+    [
+        (0.01, 0.1, 0.2, "reproduced"),
+        (0.01, -0.1, -0.05, "refuted"),  # significant the other way
+        (0.5, 0.01, 0.04, "refuted"),  # an effect of DELTA excluded
+        (0.5, 0.01, 0.2, "inconclusive at this power"),
+        (0.06, 0.1, 0.2, "inconclusive at this power"),
+    ],
+)
+def test_the_verdict_rule(analysis, holm_p, mean, high, expected):
+    assert analysis.verdict(holm_p, mean, high, alpha=0.05, delta=0.05) == expected
