@@ -19,8 +19,10 @@ the scalar columns; the loss needs the tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 #: The scalar columns an estimator may declare as required, and what fills each one.
 COLUMN_PROVIDERS: dict[str, str] = {
@@ -99,6 +101,8 @@ class StepBatch:
 
     def select(self, index: torch.Tensor) -> StepBatch:
         """The rows at ``index`` (shape (M,) int64 or (N,) bool), every tensor column sliced alike."""
+        import torch
+
         if index.dtype == torch.bool:
             index = index.nonzero().squeeze(1)
         out = {}

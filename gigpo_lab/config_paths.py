@@ -102,11 +102,19 @@ def register_schemas() -> None:
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
-    for key, node in all_schemas().items():
+    schemas = all_schemas()
+    if _STORED.get(id(store)) == schemas and SCHEMA_ROOT in store.repo:
+        return  # stored already: each store converts the dataclass again (``gigpo-lab docs`` composes ~40 times)
+    for key, node in schemas.items():
         group, name = key.rsplit("/", 1)
         store.store(group=f"{SCHEMA_ROOT}/{group}", name=name, node=node)
         if name != BASE and not (conf_dir() / group / f"{name}.yaml").is_file():
             store.store(group=group, name=name, node=node)
+    _STORED[id(store)] = schemas
+
+
+#: What ``register_schemas`` stored last, by ConfigStore (``id``): a test may clear or replace the store.
+_STORED: dict[int, dict[str, type]] = {}
 
 
 def config_groups() -> dict[str, list[str]]:

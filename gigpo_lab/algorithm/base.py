@@ -12,9 +12,10 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.prepare import Rows, prepare_rows
 from gigpo_lab.batch import StepBatch
@@ -81,6 +82,8 @@ class Estimator(abc.ABC):
         return None
 
     def __call__(self, batch: StepBatch) -> AdvantageOutput:
+        import torch
+
         rows = prepare_rows(self.name, self.requires, self.optional, batch.columns())
         adv64, metrics = self.compute(rows)
         targets = self.value_targets(rows)

@@ -18,7 +18,10 @@ the training numerics.
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 #: Rollout success above which a policy counts as trained, and the invalid rate that then counts as collapse.
 COLLAPSE_SUCCESS = 0.5
@@ -35,6 +38,8 @@ def group_signal(returns: torch.Tensor, traj_group: torch.Tensor) -> dict[str, f
         ``rollout/group_return_std``: the mean over groups of the (population) std of their returns;
         ``rollout/flat_groups``: the share of groups whose returns are all equal (episode advantage 0).
     """
+    import torch
+
     _, group = torch.unique(traj_group, return_inverse=True)
     n = int(group.max()) + 1 if group.numel() else 0
     if n == 0:
@@ -93,6 +98,8 @@ def revisit_rate(episode: torch.Tensor, state_ids: torch.Tensor, episodes: int) 
     Args:
         episode: (M,) int64, the episode of each step row; state_ids: (M,) int64, the state before that step.
     """
+    import torch
+
     if episodes == 0 or episode.numel() == 0:
         return 0.0
     pairs = episode * (int(state_ids.max()) + 1) + state_ids

@@ -69,9 +69,10 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.base import check_real
 from gigpo_lab.algorithm.grouping import group_normalize
@@ -218,6 +219,8 @@ class CountBonus:
     def count(self, next_anchors: Sequence[str]) -> tuple[torch.Tensor, int]:
         """Count the states ``next_anchors`` (one per row); return N (rows,) float64 after counting them all,
         and how many distinct states were new."""
+        import torch
+
         keys = [state_key(a) for a in next_anchors]
         new = 0
         for k in keys:
@@ -231,6 +234,8 @@ class CountBonus:
         ``own_advantage``, returned as the output's ``intrinsic_advantages`` (N,) float64 (``add_to``).
         Needs ``next_anchor_texts`` (and, with ``first_visit``, ``traj_ids``, ``step_ids`` and
         ``anchor_texts``; with ``own_advantage``, ``group_ids``, ``traj_ids`` and ``step_ids``)."""
+        import torch
+
         beta = self.current_beta()  # before counting this batch: its progress is the earlier collections'
         n, new = self.count(batch.next_anchor_texts)
         self.collections += 1
@@ -263,6 +268,8 @@ def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch, gamma: float = 0
 
     bonus: (N,) float64, the beta = 1 bonus of each row; ``batch`` gives ``traj_ids`` and ``step_ids`` (N,)
     (and ``group_ids``, which are only validated: no group enters the stream). Returns (N,) float64."""
+    import torch
+
     rows = prepare_rows(
         "exploration",
         _STREAM_COLUMNS,
@@ -282,6 +289,8 @@ def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch, gamma: float = 0
 def first_visits(batch: StepBatch) -> torch.Tensor:
     """(N,) float64: 1.0 on a row whose next anchor its trajectory had not been in before (the reset anchor
     and every earlier next anchor count as visited), else 0.0. Rows may come in any order."""
+    import torch
+
     nxt, anchors = batch.next_anchor_texts, batch.anchor_texts
     traj, step = batch.traj_ids.tolist(), batch.step_ids.tolist()
     out = torch.zeros(len(nxt), dtype=torch.float64)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.registry import build_estimator
 from gigpo_lab.batch import StepBatch

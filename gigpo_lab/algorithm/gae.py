@@ -16,7 +16,10 @@ TD error (tests/algorithm/test_gae.py, against a loop written from the equations
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.returns import TrajectoryLayout, discounted_returns
 
@@ -26,6 +29,8 @@ def next_in_trajectory(values: torch.Tensor, layout: TrajectoryLayout) -> torch.
 
     values: (N,) float, rows in any order; layout: from ``trajectory_layout``. Returns (N,) in the rows' order.
     """
+    import torch
+
     position, length = layout
     laid = torch.empty_like(values).scatter_(0, position, values)  # (N,) in (traj, step) order
     shifted = torch.zeros_like(laid)

@@ -19,9 +19,10 @@ including repeats of a state inside one trajectory. Worked example, one group (A
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.base import (
     BASE_COLUMNS,

@@ -24,8 +24,10 @@ clipping, bonus or KL, as DAPO's ``acc`` and RAGEN's ``original_rm_scores`` are 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.grouping import segment_count, segment_min, segment_sum
 from gigpo_lab.choices import default_of
@@ -43,6 +45,8 @@ def group_return_std(returns: torch.Tensor, group_of_traj: torch.Tensor, n_group
     returns: (n_traj,) float64; group_of_traj: (n_traj,) int64 dense group ids in 0..n_groups-1.
     Returns (n_groups,) float64.
     """
+    import torch
+
     count = segment_count(group_of_traj, n_groups)
     mean = segment_sum(returns, group_of_traj, n_groups) / count.clamp(min=1)
     squares = segment_sum((returns - mean[group_of_traj]) ** 2, group_of_traj, n_groups)
@@ -59,6 +63,8 @@ def keep_nonconstant(returns: torch.Tensor, group_of_traj: torch.Tensor, n_group
 
 def keep_top_std(std: torch.Tensor, share: float) -> torch.Tensor:
     """StarPO-S's rule: (K,) bool, the ``int(share * K)`` groups of largest std, ties to the lower group id."""
+    import torch
+
     k = std.numel()
     order = torch.sort(-std, stable=True).indices  # descending std, stable among equal stds
     keep = torch.zeros(k, dtype=torch.bool, device=std.device)
@@ -73,6 +79,8 @@ class NoFilter:
     fills_batch = False
 
     def keep(self, returns: torch.Tensor, group_of_traj: torch.Tensor, n_groups: int) -> torch.Tensor:
+        import torch
+
         return torch.ones(n_groups, dtype=torch.bool)
 
 

@@ -21,9 +21,10 @@ equals gigpo at omega = 0 bit for bit; about 2x slower, still a few ms for 1e6 r
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 def dense_ids(*keys: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -48,6 +49,8 @@ def pack(ids: torch.Tensor, k: int, key: torch.Tensor) -> tuple[torch.Tensor, in
     When k times the key's span is small, the pair packs directly into one int64 and is ranked once;
     otherwise the key is ranked first (both ranks are < N, so the packed value is < N^2).
     """
+    import torch
+
     key = key.to(torch.int64)
     lo, hi = int(key.min()), int(key.max())
     span = hi - lo + 1
@@ -63,6 +66,8 @@ def rank(key: torch.Tensor) -> tuple[torch.Tensor, int]:
     Same result as ``torch.unique(key, return_inverse=True)``; when the values span at most 2N + 1024
     integers it marks them in a table and takes a cumulative sum instead of sorting.
     """
+    import torch
+
     key = key.to(torch.int64)
     lo, hi = int(key.min()), int(key.max())
     span = hi - lo + 1
@@ -76,12 +81,16 @@ def rank(key: torch.Tensor) -> tuple[torch.Tensor, int]:
 
 def segment_sum(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:
     """Per-segment sums. values: (N,) float; segment: (N,) int64 in 0..K-1. Returns (K,)."""
+    import torch
+
     out = torch.zeros(num_segments, dtype=values.dtype, device=values.device)
     return out.index_add_(0, segment, values)
 
 
 def segment_count(segment: torch.Tensor, num_segments: int) -> torch.Tensor:
     """Rows per segment. segment: (N,) int64 in 0..K-1. Returns (K,) int64."""
+    import torch
+
     return torch.bincount(segment, minlength=num_segments)
 
 
@@ -99,6 +108,8 @@ class GroupStats(NamedTuple):
 
 def segment_min(values: torch.Tensor, segment: torch.Tensor, num_segments: int) -> torch.Tensor:
     """Per-segment minimum. values: (N,); segment: (N,) int64 in 0..K-1. Returns (K,); +inf if empty."""
+    import torch
+
     out = torch.full((num_segments,), float("inf"), dtype=values.dtype, device=values.device)
     return out.scatter_reduce_(0, segment, values, "amin")
 
@@ -114,6 +125,8 @@ def group_stats(
     correction's own error, about n^2 2^-106 |c|, is far below half an ulp of c for groups under 2^26
     rows). So a constant group has mean = c, std = 0 and advantages exactly 0.
     """
+    import torch
+
     count = segment_count(segment, num_segments)
     n = count.to(values.dtype).clamp(min=1)
     mean = segment_sum(values, segment, num_segments) / n
@@ -149,6 +162,8 @@ def group_normalize(
     mode: ``mean_norm`` or ``mean_std_norm``. singleton: ``raw`` or ``zero``.
     Returns (N,) in the dtype of ``values``.
     """
+    import torch
+
     own = stat_values is None  # statistics of the values themselves
     if stats is None:
         if own:

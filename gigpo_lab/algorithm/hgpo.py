@@ -59,8 +59,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.base import (
     BASE_COLUMNS,
@@ -166,6 +168,8 @@ class HGPO(Estimator):
         """Per level k: (its rows (M,) in the levels' order or None for all N, a_k (M,) float64 set to 0 off
         the items, the item mask (M,) bool: defined, in a group of two or more, and != 0), from the nested
         groups ``levels`` and the step returns (N,) in the levels' row order."""
+        import torch
+
         out = []
         for seg in level_segments(levels):
             values = returns if seg.rows is None else returns.index_select(0, seg.rows)
@@ -178,6 +182,8 @@ class HGPO(Estimator):
         """a (N,), each of ``values`` (N,) normalised in its segment ``seg`` (N,) in 0..num-1: ``group_stats``
         then ``group_normalize`` (singleton ``zero``, own statistics) bit for bit, the deviation from the
         mean computed once; the std over n (population) or n - 1 (``population_std``)."""
+        import torch
+
         count, mean, _ = group_stats(values, seg, num, with_std=False)
         dev = values - mean.index_select(0, seg)  # group_normalize's numerator, and the std's deviations
         if self.episode.mode != "mean_std_norm":
@@ -188,6 +194,8 @@ class HGPO(Estimator):
         return dev / (std + self.episode.epsilon).index_select(0, seg)
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
+        import torch
+
         returns = step_returns(
             rows, self.gamma, self.episode.invalid_action_penalty, self.bootstrap_truncated
         )

@@ -28,9 +28,10 @@ implies t >= k - 1), so each level selects from the previous level's selection.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.grouping import pack, rank
 from gigpo_lab.algorithm.prepare import Rows
@@ -71,6 +72,8 @@ class LevelSegments(NamedTuple):
 def history_levels(rows: Rows, depth: int) -> tuple[torch.Tensor, list[HistoryLevel]]:
     """(``order`` (N,) int64, a permutation of the rows, and the K + 1 = ``depth`` + 1 levels of nested
     groups of ``rows`` in that order). Needs the rows' ``anchor``, ``group``, ``step`` and layout."""
+    import torch
+
     anchor, n_anchors = rank(rows.anchor)  # dense 0..A-1
     position, length = rows.layout.position, rows.layout.length
     width = n_anchors + 1  # value n_anchors = "no step there"
@@ -114,6 +117,8 @@ def _backs_in_layout(
     order and ``length`` (n_traj,) the trajectories' T. A trajectory is a contiguous run there, so s_{t-j} is
     the run shifted by j places (a slice, no gather); the first j places of each run, which the shift fills
     from the run before, then take ``n_anchors``."""
+    import torch
+
     anchor_at = torch.empty_like(anchor).scatter_(0, position, anchor)
     first = torch.cumsum(length, 0) - length  # (n_traj,) where each run starts
     backs = [anchor_at]
@@ -130,6 +135,8 @@ def _by_one_sort(full: torch.Tensor, width: int, depth: int) -> tuple[torch.Tens
     """The levels from the deepest keys ``full`` (N,) int32 or int64, group_id * W^(K+1) + sum_j s_{t-j}
     W^(K-j): one stable sort, then level k's prefix is the key // W^(K-k) and its last digit s_{t-k}, which
     is the filler W - 1 exactly where t < k."""
+    import torch
+
     ordered, order = torch.sort(full, stable=True)
     levels, above = [], None
     for k in range(depth + 1):
@@ -145,6 +152,8 @@ def _by_one_sort(full: torch.Tensor, width: int, depth: int) -> tuple[torch.Tens
 
 
 def _by_level(rows: Rows, backs: list[torch.Tensor]) -> tuple[torch.Tensor, list[HistoryLevel]]:
+    import torch
+
     per_level = []
     ids, num = rows.group, rows.n_groups
     for back in backs:
@@ -158,6 +167,8 @@ def _by_level(rows: Rows, backs: list[torch.Tensor]) -> tuple[torch.Tensor, list
 
 def _level(sorted_key: torch.Tensor, defined: torch.Tensor) -> HistoryLevel:
     """The level whose groups are the runs of equal values of ``sorted_key`` (N,); ``defined`` (N,) bool."""
+    import torch
+
     starts = torch.ones_like(sorted_key, dtype=torch.bool)
     starts[1:] = sorted_key[1:] != sorted_key[:-1]
     return HistoryLevel(starts, defined, int((starts & defined).sum()))

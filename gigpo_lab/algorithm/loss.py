@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.choices import choice_enum, default_of
 
@@ -110,6 +111,8 @@ def clipped_surrogate(
         loss (N, R) = -min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A), and
         clipped (N, R) bool: where the clipped term was the active one.
     """
+    import torch
+
     adv = advantages.unsqueeze(1).to(logp.dtype)
     ratio = (logp - old_logp).exp()
     unclipped = ratio * adv
@@ -133,6 +136,8 @@ def value_loss(
     Returns:
         the loss (0-dim) and the fraction of rows where the clipped term was the larger one (0-dim, no grad).
     """
+    import torch
+
     targets, old_values = targets.to(vpred.dtype), old_values.to(vpred.dtype)
     plain = (vpred - targets).square()
     if clip is None:
@@ -161,6 +166,8 @@ def sequence_clipped_surrogate(
         gradient is verl's GSPO-token form with one advantage per sequence), and clipped (N, R) bool, the row's
         flag on each token.
     """
+    import torch
+
     m = mask.to(logp.dtype)
     log_ratio = torch.where(mask, logp - old_logp, torch.zeros_like(logp))
     s = (log_ratio.sum(dim=1) / m.sum(dim=1).clamp_min(1.0)).exp()  # (N,)
@@ -276,6 +283,8 @@ class PolicyLoss:
         ref_logp: torch.Tensor | None = None,
     ) -> LossOutput:
         """Loss of one minibatch. Shapes: logp, old_logp, mask, entropy, ref_logp (N, R); advantages (N,)."""
+        import torch
+
         surrogate = _SURROGATES[self.ratio_level]
         pg, clipped = surrogate(logp, old_logp, advantages, mask, self.clip_low, self.clip_high)
         pg_loss = aggregate(pg, mask, self.aggregation)

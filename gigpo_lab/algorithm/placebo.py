@@ -22,8 +22,10 @@ enter the draw, and shuffling the rows of a batch shuffles the keys with them.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 def placebo_keys(
@@ -39,6 +41,8 @@ def placebo_keys(
     ``seed`` and a BLAKE2b hash of the four columns in (trajectory, step) order, so it does not depend on
     the row order (a row keeps its key wherever it sits) and never reads an anchor.
     """
+    import torch
+
     device = rewards.device
     traj = traj_ids.to(torch.int64).cpu()
     step = step_ids.to(torch.int64).cpu()
@@ -63,6 +67,8 @@ def shuffle_step_groups(
     dense episode group of each row; keys: (N,) float, the random keys (``placebo_keys``). Vectorised: two
     sorts and a ``repeat_interleave``, no loop over rows or groups.
     """
+    import torch
+
     n = step_group.numel()
     count = torch.bincount(step_group, minlength=n_step_groups)  # (S,)
     owner = torch.zeros(n_step_groups, dtype=torch.int64, device=group.device).scatter_(0, step_group, group)

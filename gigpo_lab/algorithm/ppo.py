@@ -19,8 +19,10 @@ Groups play no part: ``group_ids`` is read only because every batch carries it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.base import BASE_COLUMNS, Estimator, check_bool, check_real, summary_metrics
 from gigpo_lab.algorithm.gae import turn_gae
@@ -36,6 +38,8 @@ WHITEN_EPS = 1e-8
 def whiten(x: torch.Tensor) -> torch.Tensor:
     """(x - mean) / sqrt(var + 1e-8) over all of ``x`` (N,), var unbiased (verl ``masked_whiten`` with every entry
     in the mask); fewer than two entries: x - mean (= 0)."""
+    import torch
+
     centred = x - x.mean()
     if x.numel() < 2:
         return centred

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.grouping import dense_ids
 from gigpo_lab.algorithm.returns import TrajectoryLayout, trajectory_layout
@@ -81,6 +83,8 @@ def prepare_rows(
     estimator: str, requires: tuple[str, ...], optional: tuple[str, ...], columns: dict[str, object]
 ) -> Rows:
     """Validate ``columns`` (``StepBatch.columns()``) for ``estimator`` and build its ``Rows``."""
+    import torch
+
     check_columns(estimator, requires, [k for k, v in columns.items() if v is not None])
     used = set(requires) | set(optional)
     present = {k: v for k, v in columns.items() if v is not None}
@@ -146,6 +150,8 @@ def prepare_rows(
 
 def _finite_floats(estimator: str, name: str, x: torch.Tensor) -> torch.Tensor:
     """``x`` (N,) as float64 if it is a finite float tensor; otherwise an error naming the column and row."""
+    import torch
+
     if not x.is_floating_point():
         raise TypeError(f"{estimator}: {name} must be a float tensor, got {x.dtype}")
     bad = ~torch.isfinite(x)
@@ -157,6 +163,8 @@ def _finite_floats(estimator: str, name: str, x: torch.Tensor) -> torch.Tensor:
 
 def _flags(estimator: str, name: str, flags: torch.Tensor) -> torch.Tensor:
     """``flags`` (N,) unchanged if it is bool or 0/1; otherwise a ValueError naming the column."""
+    import torch
+
     if flags.dtype != torch.bool and not bool(((flags == 0) | (flags == 1)).all()):
         raise ValueError(f"{estimator}: {name} must be bool or 0/1, got values {flags.unique().tolist()}")
     return flags
@@ -164,6 +172,8 @@ def _flags(estimator: str, name: str, flags: torch.Tensor) -> torch.Tensor:
 
 def _check_shapes(estimator: str, present: dict[str, object]) -> None:
     """Every tensor column is 1-D, and every column has the length of ``rewards`` (N > 0)."""
+    import torch
+
     lengths: dict[str, int] = {}
     for name, value in present.items():
         if name in _TENSOR_COLUMNS:
@@ -196,6 +206,8 @@ def _traj_group(
     traj_ids: torch.Tensor,
 ) -> torch.Tensor:
     """(J,) dense group of each trajectory; raises if a trajectory's rows carry two group ids."""
+    import torch
+
     # Any row's group per trajectory (scatter_ keeps an arbitrary one), then every row must agree with it.
     traj_group = torch.empty(n_traj, dtype=torch.int64, device=group.device).scatter_(0, traj, group)
     split = traj_group.index_select(0, traj) != group

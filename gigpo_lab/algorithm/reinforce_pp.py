@@ -12,8 +12,10 @@ to 0 (the centred value is exactly 0 and its std is undefined).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.base import Estimator, check_real
 from gigpo_lab.algorithm.grouping import group_normalize, group_stats
@@ -44,6 +46,8 @@ class ReinforcePP(Estimator):
         super().__init__(invalid_action_penalty=self.invalid_action_penalty, epsilon=self.epsilon)
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
+        import torch
+
         returns = episode_returns(rows)  # (J,)
         group_mean = group_stats(
             returns, rows.traj_group, rows.n_groups, with_std=False

@@ -23,9 +23,10 @@ and gamma = 1 are exact.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.grouping import segment_count, segment_sum
 
@@ -50,6 +51,8 @@ def trajectory_layout(
     traj_ids: (N,) the original ids, for the error message. Raises ValueError naming the first bad
     trajectory (negative steps, gaps or duplicates).
     """
+    import torch
+
     n = traj.numel()
     length = segment_count(traj, n_traj)
     in_range = (step >= 0) & (step < length.index_select(0, traj))
@@ -83,6 +86,8 @@ def discounted_returns(
     rewards: (N,) float, rows in any order; traj: (N,) int64 dense trajectory ids;
     layout: from ``trajectory_layout``. Returns (N,) in the rows' original order.
     """
+    import torch
+
     position, length = layout
     n = rewards.numel()
     # Position of each trajectory's last row: its coefficient is 0 so no window crosses into the next.
@@ -120,6 +125,8 @@ def truncated_tail(
     rewards: (N,) float; traj, step: (N,) int64 dense trajectory ids and step ids; layout: from
     ``trajectory_layout``; truncated: (N,) bool; gamma in [0, 1). Returns (N,) in the rows' order.
     """
+    import torch
+
     length = layout.length  # (J,)
     n_traj = length.numel()
     mean = segment_sum(rewards, traj, n_traj) / length.to(rewards.dtype)  # (J,)

@@ -10,8 +10,10 @@ its group::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.base import Estimator, check_real
 from gigpo_lab.algorithm.grouping import segment_count, segment_min, segment_sum
@@ -39,6 +41,8 @@ class RLOO(Estimator):
         super().__init__(invalid_action_penalty=self.invalid_action_penalty)
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
+        import torch
+
         returns = episode_returns(rows)  # (J,)
         group = rows.traj_group
         n = segment_count(group, rows.n_groups).index_select(0, group)  # trajectories in tau's group

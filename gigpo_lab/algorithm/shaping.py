@@ -12,7 +12,10 @@ were taken from the env's own rewards::
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 def clip_rewards(rewards: torch.Tensor, bound: float | None) -> torch.Tensor:

@@ -16,8 +16,10 @@ difflib's upper bounds ``real_quick_ratio`` and ``quick_ratio``.
 from __future__ import annotations
 
 from difflib import SequenceMatcher
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.grouping import dense_ids
 
@@ -41,6 +43,8 @@ def similarity_step_groups(
     (traj, step) order (``TrajectoryLayout.position``). threshold: in (0, 1).
     Returns (ids (N,) int64 in 0..C-1, C); ids never mix two episode groups.
     """
+    import torch
+
     device = group.device
     n = group.numel()
     vocabulary = {t: i for i, t in enumerate(dict.fromkeys(texts))}

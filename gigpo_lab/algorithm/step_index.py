@@ -16,8 +16,10 @@ and abar = 0, and its std is taken as 1. The contract gives this variant no inva
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.base import BASE_COLUMNS, Estimator, check_bool, check_real
 from gigpo_lab.algorithm.grouping import group_normalize, group_stats, pack, segment_count, segment_sum
@@ -58,6 +60,8 @@ class GiGPOStepIndex(Estimator):
         return (*BASE_COLUMNS, "step_ids")
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
+        import torch
+
         returns = episode_returns(rows)  # (J,)
         # A^T: group mean over trajectories; a group of one gives exactly 0 (R - R).
         traj_adv = group_normalize(

@@ -3,7 +3,8 @@
 The template there names the resolver ``${gigpo_lab.cli.help:}``, registered here, which lists what the config
 folders hold: each group's options (the default marked; structured-config schemas are not files, so they
 never show), and each experiment and sweep with the first line of its comment. Reading folders and
-comments only, so the page costs no import beyond Hydra's composition.
+comments only, so the page costs no import beyond Hydra's composition; ``page`` renders it without composing
+(``gigpo-lab train --help`` prints that).
 """
 
 from __future__ import annotations
@@ -93,3 +94,15 @@ def help_page() -> str:
 
 def register_help_resolver() -> None:
     OmegaConf.register_new_resolver("gigpo_lab.cli.help", help_page, replace=True)
+
+
+def page() -> str | None:
+    """The whole page, ``conf/hydra/help/lab.yaml``'s template resolved as Hydra resolves it, without
+    composing the config; None when the template asks for one of Hydra's ``$`` fields (``$CONFIG``,
+    ``$APP_CONFIG_GROUPS``...), which only Hydra fills. Hydra's own ``--help`` composes the config and lists
+    every option of every group for those fields whether or not the template uses them: seconds of copying
+    the ConfigStore, for a page that reads folders only."""
+    help_cfg = OmegaConf.load(conf_dir() / "hydra" / "help" / "lab.yaml")
+    register_help_resolver()
+    text = OmegaConf.create({"hydra": {"help": help_cfg}}).hydra.help.template
+    return None if "$" in text.replace("${", "") else text

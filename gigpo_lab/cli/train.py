@@ -191,10 +191,14 @@ def main(argv: list[str] | None = None) -> None:
     import hydra
 
     from gigpo_lab.cli.errors import explain
-    from gigpo_lab.cli.help import register_help_resolver
+    from gigpo_lab.cli.help import page, register_help_resolver
     from gigpo_lab.config_paths import conf_dir, register_schemas
 
     args = sys.argv[1:] if argv is None else list(argv)
+    text = page() if {"-h", "--help"} & set(args) else None
+    if text is not None:  # the lab's help page, as Hydra would print it, without composing (cli/help.py)
+        sys.stdout.write(text + "\n")
+        return
     register_schemas()
     register_help_resolver()
     verbose = _verbose(args)

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -31,9 +30,7 @@ from gigpo_lab.packing.tree_attention import TreeLayout, tree_attention
 from gigpo_lab.policy.base import Policy, position_ids_from_mask
 from gigpo_lab.policy.lora import (
     AdapterFreeReference,
-    LoraSettings,
     adapters_disabled,
-    apply_lora,
     base_model,
     is_peft,
     merged_adapters,
@@ -44,7 +41,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are an agent in a text game. Each turn you read an observation of the game. "
     "Answer with exactly one admissible action inside action tags, for example <action>left</action>."
 )
-DTYPES = ("float32", "bfloat16", "float16")
 #: Token strings that end a turn in common chat formats; those present as single tokens become stop ids.
 TURN_END_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end|>", "<end_of_turn>", "</action>")
 
@@ -283,67 +279,3 @@ class HFPolicy(Policy):
         """``Cache.reorder_cache`` is an ``index_select`` on the batch dimension of every layer (in place)."""
         cache.reorder_cache(index)
         return cache
-
-
-def build_hf_policy(
-    path: str,
-    dtype: str = "float32",
-    system_prompt: str | None = None,
-    history_window: int = 2,
-    use_chat_template: bool = True,
-    gradient_checkpointing: bool = False,
-    lora: Mapping | None = None,
-    response_prefix: str | None = None,
-    vocabulary: Sequence[str] | None = None,
-    actions: Sequence[str] | None = None,
-) -> HFPolicy:
-    """Load ``AutoModelForCausalLM`` and ``AutoTokenizer`` from the local folder ``path``.
-
-    Args:
-        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``: the parameters' dtype (also the adapters').
-            bfloat16 halves memory, but AdamW updates of ~1e-6 relative size vanish in bf16 weights; for full
-            fine-tuning on GPUs prefer float32 weights with ``lightning.precision=bf16-mixed``.
-        system_prompt: the task description; None = ``DEFAULT_SYSTEM_PROMPT``.
-        history_window: past (observation, action) pairs in the prompt.
-        use_chat_template: use the tokenizer's chat template when it has one (else the plain-text layout).
-        gradient_checkpointing: recompute activations in backward (saves memory, costs time); applies in
-            training mode only (rollouts run in eval mode with the KV cache).
-        lora: ``LoraSettings`` fields (``enabled``, ``r``, ``alpha``, ``dropout``, ``target_modules``); None or
-            ``enabled: false`` trains every weight.
-        response_prefix: text the assistant's answer starts with, written into the prompt (None = none).
-        vocabulary, actions: ignored; accepted so every model builder takes the trainer's ``vocabulary=`` and
-            ``actions=`` (an LLM writes a command in its own tokens).
-    """
-    folder = Path(path).expanduser()
-    if not (folder / "config.json").is_file():
-        raise FileNotFoundError(
-            f"model.path={str(path)!r} is not a Hugging Face model folder: expected a local folder with "
-            "config.json and tokenizer files (set it with model.path=/path/to/model)."
-        )
-    if dtype not in DTYPES:
-        raise ValueError(f"model.dtype={dtype!r} is not one of {DTYPES}")
-    lora_settings = LoraSettings.from_config(lora)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
-    if gradient_checkpointing:
-        # transformers 5.2x renamed it activation_checkpointing_enable; older versions only have the old name.
-        enable = (
-            getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-        )
-        enable()
-        model.config.use_cache = False
-    if lora_settings.enabled:
-        if gradient_checkpointing:
-            # the frozen embeddings give inputs without grad; checkpointed blocks still need a graph to recompute
-            model.enable_input_require_grads()
-        model = apply_lora(model, lora_settings)
-    prompt = DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
-    policy = HFPolicy(model, tokenizer, prompt, history_window, use_chat_template, response_prefix or "")
-    policy.build_args = {
-        "path": str(folder.resolve()),
-        "dtype": str(dtype),  # a plain str (a config Enum member would not load with weights_only=True)
-        "lora": lora_settings.as_dict() if lora_settings.enabled else None,
-    }
-    return policy

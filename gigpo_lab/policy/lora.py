@@ -14,60 +14,16 @@ peft is imported only here, when LoRA is asked for.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
+from gigpo_lab.policy.builders import LoraSettings
+
 #: peft's key prefix of the wrapped model and the infix of a LoRA layer's original weight.
 PEFT_PREFIX = "base_model.model."
 BASE_LAYER = ".base_layer"
-
-
-@dataclass
-class LoraSettings:
-    """LoRA adapters through peft: with them on, only the adapters train and the KL reference is the base
-    model (adapters disabled, no copy). The schema of ``model.lora`` (``gigpo_lab/policy/schema.py``) and
-    what ``build_hf_policy`` takes: each default is written here once."""
-
-    #: Wrap the model in LoRA adapters; false = every weight trains.
-    enabled: bool = False
-    #: Adapter rank, >= 1.
-    r: int = 8
-    #: Scale numerator: the update is (alpha / r) B A.
-    alpha: int = 16
-    #: Dropout on the adapters' input while training, in [0, 1).
-    dropout: float = 0.0
-    #: Modules to adapt: all-linear (every linear layer but the head) or a list, e.g. [q_proj, v_proj].
-    target_modules: Any = "all-linear"
-    #: Seed of the adapters' A matrices (B starts at 0; the global RNG is left untouched); in the config the
-    #: run seed.
-    seed: int = 0
-
-    @classmethod
-    def from_config(cls, lora: Mapping | None) -> LoraSettings:
-        """From the config node (None = disabled); unknown keys are refused with the valid ones listed."""
-        if lora is None:
-            return cls()
-        data = dict(lora)
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(
-                f"model.lora has unknown keys {sorted(unknown)}; valid: {list(cls.__dataclass_fields__)}"
-            )
-        settings = cls(**data)
-        if settings.enabled and settings.r < 1:
-            raise ValueError(f"model.lora.r={settings.r} must be >= 1")
-        if not 0.0 <= settings.dropout < 1.0:
-            raise ValueError(f"model.lora.dropout={settings.dropout} must be in [0, 1)")
-        return settings
-
-    def as_dict(self) -> dict[str, Any]:
-        target = self.target_modules
-        if not isinstance(target, str):
-            target = list(target)
-        return {**self.__dict__, "target_modules": target}
 
 
 def apply_lora(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Module:

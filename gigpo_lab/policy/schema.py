@@ -15,10 +15,8 @@ from typing import Optional
 from omegaconf import MISSING
 
 from gigpo_lab.choices import choice_enum, default_of
-from gigpo_lab.policy.hf import DTYPES, build_hf_policy
-from gigpo_lab.policy.lora import LoraSettings
+from gigpo_lab.policy.builders import DTYPES, PROMPT_SOURCES, LoraSettings, build_hf_policy, build_tiny_policy
 from gigpo_lab.policy.smollm2 import build_smollm2_policy
-from gigpo_lab.policy.tiny import PROMPT_SOURCES, build_tiny_policy
 
 PromptSource = choice_enum("PromptSource", PROMPT_SOURCES, __name__)
 Dtype = choice_enum("Dtype", DTYPES, __name__)

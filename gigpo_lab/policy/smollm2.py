@@ -19,9 +19,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gigpo_lab.policy.hf import HFPolicy, build_hf_policy
+from gigpo_lab.policy.builders import build_hf_policy
+
+if TYPE_CHECKING:
+    from gigpo_lab.policy.hf import HFPolicy
 
 log = logging.getLogger(__name__)
 

@@ -19,16 +19,14 @@ of several words (``go east``) is one token of its own (``build_tiny_policy(acti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from gigpo_lab.packing.tree_attention import TreeLayout
 from gigpo_lab.policy.base import Policy
+from gigpo_lab.policy.builders import PROMPT_SOURCES
 from gigpo_lab.policy.tiny_gpt import KVCache, TinyGPT
 from gigpo_lab.policy.word_tokenizer import WordTokenizer
 
-PROMPT_SOURCES = ("anchor", "observation")
 #: Positions kept free after a prompt for the response (the default SamplingParams budget).
 RESPONSE_RESERVE = 8
 #: The word that ends a history entry whose action left the observation unchanged (``mark_unchanged``).
@@ -179,29 +177,3 @@ class TinyPolicy(Policy):
         0..L-1 (differentiable)."""
         ones = torch.ones(1, len(input_ids), dtype=torch.bool, device=input_ids.device)
         return self.model(input_ids[None], ones, None, logits_to_keep=1)[1]
-
-
-def build_tiny_policy(
-    vocabulary: Sequence[str],
-    d_model: int = 128,
-    n_layers: int = 2,
-    n_heads: int = 4,
-    max_seq_len: int = 256,
-    prompt_source: str = "anchor",
-    history_window: int = 2,
-    seed: int = 0,
-    qk_norm: bool = True,
-    mark_unchanged: bool = True,
-    actions: Sequence[str] = (),
-) -> TinyPolicy:
-    """A ``TinyPolicy`` over ``vocabulary`` (e.g. ``env.unwrapped.vocabulary()``), initialised from ``seed``
-    alone (the global RNG is left untouched). With ``mark_unchanged`` the word ``UNCHANGED`` joins the
-    vocabulary (after it, so the other words keep their ids). ``actions`` (``env.unwrapped.action_names``):
-    each command of several words becomes one more token, after those (``WordTokenizer``'s phrases), so the
-    one-token response can be any command; an env whose commands are single words gets no new token."""
-    words = [*vocabulary, UNCHANGED] if mark_unchanged else vocabulary
-    tokenizer = WordTokenizer(words, phrases=actions)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = TinyGPT(tokenizer.vocab_size, d_model, n_layers, n_heads, max_seq_len, qk_norm)
-    return TinyPolicy(tokenizer, model, prompt_source, history_window, mark_unchanged)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-import torch.nn.functional as F
+if TYPE_CHECKING:
+    import torch
 
-from gigpo_lab.packing.prefill import shared_prefill, tree_prefill
-from gigpo_lab.policy.base import Policy
 from gigpo_lab.rollout.engine import GenerationOutput, SamplingParams
+
+if TYPE_CHECKING:
+    from gigpo_lab.policy.base import Policy
 
 
 def plain_prefill(
@@ -29,18 +30,24 @@ def plain_prefill(
     return logits[:, -1], cache, prompt_mask
 
 
-#: ``rollout.engine.prefill`` -> how the prompts' cache is filled (all give the same numbers up to rounding).
-PREFILLS: dict[str, Callable[..., tuple[torch.Tensor, Any, torch.Tensor]]] = {
-    "plain": plain_prefill,
-    "shared": shared_prefill,
-    "tree": tree_prefill,
-}
+#: ``rollout.engine.prefill``: how the prompts' cache is filled (all give the same numbers up to rounding).
+PREFILLS: tuple[str, ...] = ("plain", "shared", "tree")
+
+
+def prefill_function(name: str) -> Callable[..., tuple[torch.Tensor, Any, torch.Tensor]]:
+    """The prefill called ``name`` (one of ``PREFILLS``); imported here, not when composing a config."""
+    from gigpo_lab.packing.prefill import shared_prefill, tree_prefill
+
+    return {"plain": plain_prefill, "shared": shared_prefill, "tree": tree_prefill}[name]
 
 
 def sampling_log_probs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
     """Log-probs (N, V) float32 of the distribution sampled from: softmax(logits / temperature), restricted to
     the nucleus (the smallest set of most likely tokens whose probability reaches ``top_p``) and renormalised.
     Tokens outside the nucleus get -inf."""
+    import torch
+    import torch.nn.functional as F
+
     scaled = logits.float() / temperature
     if top_p < 1.0:
         sorted_logits, order = scaled.sort(dim=-1, descending=True)
@@ -57,6 +64,8 @@ def sample_tokens(log_dist: torch.Tensor, generator: torch.Generator | None) -> 
 
     Draws N uniforms from ``generator`` (on the generator's own device), so results depend only on its seed.
     """
+    import torch
+
     cdf = log_dist.exp().cumsum(-1)
     rand_device = generator.device if generator is not None else cdf.device
     u = torch.rand(cdf.shape[0], 1, generator=generator, device=rand_device).to(cdf.device)
@@ -70,7 +79,7 @@ class TorchEngine:
     Args:
         policy: the policy (shared, not copied).
         sampling: temperature, top_p, max_new_tokens (None: ``policy.default_max_new_tokens``), greedy.
-        prefill: a key of ``PREFILLS``: ``shared`` runs identical prompts and the common prompt prefix once,
+        prefill: one of ``PREFILLS``: ``shared`` runs identical prompts and the common prompt prefix once,
             ``tree`` every shared run of the prompts (needs ``Policy.prefill_packed``),
             ``plain`` the left-padded batch (same results up to float rounding).
         merge_lora: sample with the LoRA adapters merged into the base weights (``Policy.merged_weights``): the
@@ -81,7 +90,7 @@ class TorchEngine:
         self, policy: Policy, sampling: SamplingParams, *, prefill: str = "shared", merge_lora: bool = False
     ):
         if prefill not in PREFILLS:
-            raise ValueError(f"rollout.engine.prefill={prefill!r} is not one of {sorted(PREFILLS)}")
+            raise ValueError(f"rollout.engine.prefill={prefill!r} is not one of {list(PREFILLS)}")
         self.policy = policy
         self.sampling = sampling
         self.prefill = prefill
@@ -112,7 +121,6 @@ class TorchEngine:
     def max_new_tokens(self) -> int:
         return self.sampling.max_new_tokens or self.policy.default_max_new_tokens
 
-    @torch.no_grad()
     def generate(
         self,
         prompt_ids: torch.Tensor,
@@ -133,6 +141,21 @@ class TorchEngine:
         Returns:
             ``GenerationOutput`` with (N, R) tensors on the prompts' device, R <= max_new_tokens.
         """
+        import torch
+
+        with torch.no_grad():
+            return self._generate(prompt_ids, prompt_mask, greedy, generator, temperature)
+
+    def _generate(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        greedy: bool,
+        generator: torch.Generator | None,
+        temperature: float | None,
+    ) -> GenerationOutput:
+        import torch
+
         policy, sampling = self.policy, self.sampling
         greedy = greedy or sampling.greedy
         tau = sampling.temperature if temperature is None else temperature
@@ -143,7 +166,8 @@ class TorchEngine:
         try:
             with self.session():  # merges the adapters unless an enclosing session did
                 ids, mask = prompt_ids.to(device), prompt_mask.to(device=device, dtype=torch.bool)
-                logits, cache, mask = PREFILLS[self.prefill](policy, ids, mask, keep_cache=budget > 1)
+                prefill = prefill_function(self.prefill)
+                logits, cache, mask = prefill(policy, ids, mask, keep_cache=budget > 1)
                 stop = torch.tensor(policy.stop_ids(), device=device)
                 response_ids = torch.full(
                     (n, budget), policy.tokenizer.pad_id, dtype=torch.long, device=device

@@ -25,9 +25,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.rollout.engine import GenerationOutput, SamplingParams
 
@@ -97,6 +98,7 @@ class VLLMEngine:
             ValueError: a prompt plus ``max_new_tokens`` does not fit ``max_model_len`` (vLLM would refuse it;
             cutting it would sample from another prompt than the one the policy scores).
         """
+        import torch
         from vllm import SamplingParams as VSamplingParams
 
         if not self._synced:
@@ -175,14 +177,16 @@ class VLLMEngine:
         chunks.append((start, len(prompts)))
         return chunks
 
-    @torch.no_grad()
     def sync_weights(self, policy) -> None:
         """Load ``policy``'s current weights (LoRA merged) into the running vLLM model, in place, and drop the
         prefix cache computed with the old ones."""
-        weights = list(policy.hf_state_dict().items())
-        self.llm.collective_rpc(
-            "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
-        )
+        import torch
+
+        with torch.no_grad():
+            weights = list(policy.hf_state_dict().items())
+            self.llm.collective_rpc(
+                "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
+            )
         self.llm.reset_prefix_cache()
         self._synced = True
 
