@@ -21,9 +21,10 @@ C 1 10. In s0, A0 and B0 took the same step s0 -> s1 and get the same credit, wh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.base import (
     BASE_COLUMNS,
@@ -158,6 +159,8 @@ class GraphGPO(Estimator):
 
     def graph(self, rows: Rows) -> tuple[Transitions, int]:
         """Every row's transition (``transition_graph.transitions``) and S, the number of states."""
+        import torch
+
         if self.anchor_similarity_threshold is None:
             node, n_states = pack(rows.group, rows.n_groups, rows.anchor)  # (group, anchor) pairs
         else:
@@ -176,6 +179,8 @@ class GraphGPO(Estimator):
 
     def distance_returns(self, graph: Transitions, d: torch.Tensor) -> torch.Tensor:
         """G (N,) float64 before the penalty: goal_return * gamma^exponent, or unreachable_return."""
+        import torch
+
         after = d.index_select(0, graph.next_node)
         exponent = after - d.index_select(0, graph.node) + 1 if self.normalize_distance else after
         reachable = after < UNREACHABLE  # then d(s) <= d(s') + 1 (an edge s -> s'), so exponent >= 0
@@ -185,6 +190,8 @@ class GraphGPO(Estimator):
         return torch.where(reachable, value, torch.full_like(value, self.unreachable_return))
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
+        import torch
+
         level = self.episode
         graph, n_states = self.graph(rows)
         source, target = distinct_edges(graph)

@@ -25,14 +25,17 @@ construction. Self-loops (an invalid action, a move into a wall) are dropped: th
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from gigpo_lab.algorithm.grouping import pack
 
 #: The distance of a node that cannot reach its goal (larger than any path in a batch of fewer rows).
-UNREACHABLE = torch.iinfo(torch.int64).max // 4
+UNREACHABLE = (
+    2**63 - 1
+) // 4  # torch.iinfo(torch.int64).max // 4, written out: composing a config imports this
 
 
 class Transitions(NamedTuple):
@@ -64,6 +67,8 @@ def transitions(
     is_last: (N,) bool, the row is its trajectory's last; success: (N,) bool, a last row that reached the
     goal; stay: (N,) bool, a failed last row that leads to its own node instead of the dead end.
     """
+    import torch
+
     n = node.numel()
     at = torch.empty_like(position).scatter_(
         0, position, torch.arange(n, device=node.device)
@@ -77,6 +82,8 @@ def transitions(
 
 def distinct_edges(graph: Transitions) -> tuple[torch.Tensor, torch.Tensor]:
     """(source (E,), target (E,)) int64: the distinct transitions of ``graph``, self-loops removed."""
+    import torch
+
     pair, n_pairs = pack(graph.node, graph.n_nodes, graph.next_node)
     source = torch.empty(n_pairs, dtype=torch.int64, device=pair.device).scatter_(0, pair, graph.node)
     target = torch.empty(n_pairs, dtype=torch.int64, device=pair.device).scatter_(0, pair, graph.next_node)
@@ -92,6 +99,8 @@ def goal_distances(
     source, target: (E,) int64 edges source -> target in 0..n_nodes-1; goals: (G,) int64 the goal nodes.
     Returns (d (n_nodes,) int64, ``UNREACHABLE`` where no path leads to a goal; the number of levels).
     """
+    import torch
+
     d = torch.full((n_nodes,), UNREACHABLE, dtype=torch.int64, device=source.device)
     d[goals] = 0
     frontier = torch.zeros(n_nodes, dtype=torch.bool, device=source.device)
