@@ -187,7 +187,7 @@ def test_cli_unknown_option_lists_the_valid_ones_without_schemas_and_exits_2(tmp
     done = _cli("estimator=gipgo", cwd=tmp_path)
     assert done.returncode == 2
     assert "estimator=gipgo is not an option; did you mean gigpo?" in done.stderr
-    assert "options: gigpo, gigpo_step_index, grpo" in done.stderr and "_schema" not in done.stderr
+    assert "options: gigpo, gigpo_step_index, graphgpo, grpo" in done.stderr and "_schema" not in done.stderr
 
 
 def test_a_checkpoint_from_another_store_names_the_store_to_use(store, tmp_path, empty_mlflow_store):
