@@ -9,7 +9,7 @@ and ``report.md``:
 - per setting and arm: n, the mean of ``eval/final`` and ``eval/auc`` with 95% percentile-bootstrap intervals
   (50,000 resamples) and their sd over seeds, the last greedy success, and the median wall time of a run;
 - per setting: whether every arm sits at the floor (mean ``eval/final`` <= 0.05) or the ceiling (>= 0.95);
-- per setting and primary contrast (``PRIMARY``): the sd of the paired differences over shared seeds, and the
+- per primary contrast of the study (``study_analysis.FAMILIES["primary"]``): the sd of the paired differences over shared seeds, and the
   seeds per arm (``gigpo_lab.analysis.power.seeds_for``) that detect a true mean difference of each
   ``DELTAS`` with power 0.8 under Holm over the whole family (planned at 0.05 / family size). The pilot's own
   mean difference is printed as a pilot observation, never as a result.
@@ -24,13 +24,12 @@ from pathlib import Path
 
 import numpy as np
 import study_runs
+from study_analysis import FAMILIES
 
 from gigpo_lab.analysis.power import planning_alpha, seeds_for
 
 RESAMPLES = 50_000
 METRICS = ("eval_final", "eval_auc")
-#: The study's primary contrasts (issue #47): GiGPO against GRPO, the placebo and RLOO.
-PRIMARY = (("gigpo", "grpo"), ("gigpo", "gigpo_placebo"), ("gigpo", "rloo"))
 DELTAS = (0.05, 0.10)
 FLOOR, CEILING = 0.05, 0.95
 POWER, ALPHA = 0.8, 0.05
@@ -91,10 +90,9 @@ def power_table(rows: list[dict]) -> tuple[list[str], list[dict]]:
     """Markdown rows and records: per setting, primary contrast and metric, sd_d and seeds per arm."""
     present = {(r["setting"], r["arm"]) for r in rows}
     family = [
-        (setting, a, b)
-        for setting in sorted({r["setting"] for r in rows})
-        for a, b in PRIMARY
-        if (setting, a) in present and (setting, b) in present
+        (c.setting, c.a[0], c.b[0])
+        for c in FAMILIES["primary"]
+        if (c.setting, c.a[0]) in present and (c.setting, c.b[0]) in present
     ]
     alpha = planning_alpha(ALPHA, max(1, len(family)))
     deltas = " | ".join(f"seeds for δ = {d}" for d in DELTAS)

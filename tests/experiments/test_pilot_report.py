@@ -31,13 +31,16 @@ def test_a_job_key_names_its_setting_arm_and_seed(scripts):
         runs.parse_job_key("+experiments/arm=gigpo")
 
 
+S = "frozenlake_random"  # a setting of the study's primary family
+
+
 def _rows(diff_a_b: list[float]) -> list[dict]:
-    """gigpo = grpo + diff on seeds 0..n-1 in setting s; rloo equal to grpo; everything at mid-range."""
+    """gigpo = grpo + diff on seeds 0..n-1 on random-map FrozenLake; rloo equal to grpo; all at mid-range."""
     rows = []
     for seed, diff in enumerate(diff_a_b):
         base = 0.4 + 0.02 * seed
         for arm, value in (("gigpo", base + diff), ("grpo", base), ("rloo", base)):
-            rows.append({"setting": "s", "arm": arm, "seed": seed, "eval_final": value, "eval_auc": value / 2,
+            rows.append({"setting": S, "arm": arm, "seed": seed, "eval_final": value, "eval_auc": value / 2,
                          "greedy_success": 1.0, "wall_s": 10.0 + seed})  # fmt: skip
     return rows
 
@@ -47,7 +50,7 @@ def test_the_power_table_plans_from_the_sd_of_the_paired_differences(scripts):
     diffs = [0.1, 0.0, 0.2, 0.1, 0.05, 0.15]
     rows = _rows(diffs)
     lines, records = report.power_table(rows)
-    # two primary contrasts are present in the one setting (the placebo arm is absent): a family of 2
+    # the study's primary family on this setting has three contrasts; the placebo arm is absent: 2 remain
     assert {r["contrast"] for r in records} == {"gigpo-grpo", "gigpo-rloo"}
     final = next(r for r in records if r["contrast"] == "gigpo-grpo" and r["metric"] == "eval_final")
     mean = sum(diffs) / len(diffs)
@@ -66,7 +69,7 @@ def test_the_power_table_plans_from_the_sd_of_the_paired_differences(scripts):
 def test_pairs_use_only_the_seeds_both_arms_finished(scripts):
     _, report = scripts
     rows = [r for r in _rows([0.1, 0.2, 0.3]) if not (r["arm"] == "grpo" and r["seed"] == 1)]
-    assert list(report.pairs(rows, "s", "gigpo", "grpo", "eval_final")) == pytest.approx([0.1, 0.3])
+    assert list(report.pairs(rows, S, "gigpo", "grpo", "eval_final")) == pytest.approx([0.1, 0.3])
 
 
 def test_floor_and_ceiling_are_reported_only_when_every_arm_is_there(scripts):
@@ -75,7 +78,7 @@ def test_floor_and_ceiling_are_reported_only_when_every_arm_is_there(scripts):
     assert report.floor_ceiling(rows) == []
     for r in rows:
         r["eval_final"] = 0.97
-    assert report.floor_ceiling(rows) == ["s: every arm at the ceiling on eval/final"]
+    assert report.floor_ceiling(rows) == [f"{S}: every arm at the ceiling on eval/final"]
     rows[0]["eval_final"] = 0.5  # one arm's mean drops below the ceiling
     assert report.floor_ceiling(rows) == []
 
@@ -84,7 +87,7 @@ def test_the_report_has_a_row_per_arm_with_its_median_wall(scripts):
     _, report = scripts
     text, _ = report.report(_rows([0.1, 0.0, 0.2]), ["a note"])
     arms_section = text.split("## Floor and ceiling")[0]
-    table = [line for line in arms_section.splitlines() if line.startswith("| s |")]
+    table = [line for line in arms_section.splitlines() if line.startswith(f"| {S} |")]
     assert [line.split(" | ")[1] for line in table] == ["gigpo", "grpo", "rloo"]
     assert all(line.endswith("| 11 |") for line in table)  # median of 10, 11, 12
     assert "- a note" in text

@@ -29,6 +29,9 @@ def test_the_analysis_reads_arms_the_study_runs(monkeypatch):
     monkeypatch.syspath_prepend(str(EXPERIMENTS))
     analysis = load_script("study_analysis.py")
     primary, omega = _params("study_primary"), _params("study_omega")
+    # H1 and H3 on three settings, H2 (the placebo) on the two where states repeat within an episode group
+    names = [c.name for c in analysis.FAMILIES["primary"]]
+    assert len(names) == 8 and "H2 textworld_coin" not in names and "H2 frozenlake8x8" in names
     for c in analysis.FAMILIES["primary"]:
         assert set(c.a + c.b) <= set(primary["+experiments/arm"])
         assert c.setting in primary["+experiments/study_env"]
