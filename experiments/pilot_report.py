@@ -73,7 +73,10 @@ def floor_ceiling(rows: list[dict]) -> list[str]:
             statistics.mean(r["eval_final"] for r in rows if (r["setting"], r["arm"]) == (setting, arm))
             for arm in {r["arm"] for r in rows if r["setting"] == setting}
         ]
-        for name, hit in (("floor", all(m <= FLOOR for m in means)), ("ceiling", all(m >= CEILING for m in means))):
+        for name, hit in (
+            ("floor", all(m <= FLOOR for m in means)),
+            ("ceiling", all(m >= CEILING for m in means)),
+        ):
             if hit:
                 notes.append(f"{setting}: every arm at the {name} on eval/final")
     return notes
@@ -110,12 +113,20 @@ def power_table(rows: list[dict]) -> tuple[list[str], list[dict]]:
             sd = _sd(list(d))
             need = [seeds_for(delta, sd, alpha, POWER) if len(d) > 1 else None for delta in DELTAS]
             records.append(
-                {"setting": setting, "contrast": f"{a}-{b}", "metric": key, "pairs": len(d),
-                 "mean_diff": float(d.mean()) if len(d) else None, "sd_diff": sd,
-                 "seeds": dict(zip(map(str, DELTAS), need))}  # fmt: skip
+                {
+                    "setting": setting,
+                    "contrast": f"{a}-{b}",
+                    "metric": key,
+                    "pairs": len(d),
+                    "mean_diff": float(d.mean()) if len(d) else None,
+                    "sd_diff": sd,
+                    "seeds": dict(zip(map(str, DELTAS), need, strict=True)),
+                }  # fmt: skip
             )
             shown = " | ".join("-" if n is None else str(n) for n in need)
-            lines.append(f"| {setting} | {a} - {b} | {key} | {len(d)} | {d.mean():+.3f} | {sd:.3f} | {shown} |")
+            lines.append(
+                f"| {setting} | {a} - {b} | {key} | {len(d)} | {d.mean():+.3f} | {sd:.3f} | {shown} |"
+            )
     return lines, records
 
 

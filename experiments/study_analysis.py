@@ -59,7 +59,9 @@ CLAIMS = (
     ("H3", "gigpo", "rloo", SETTINGS),
 )
 FAMILIES: dict[str, list[Contrast]] = {
-    "primary": [Contrast(f"{h} {s}", s, (a,), (b,)) for s in SETTINGS for h, a, b, where in CLAIMS if s in where],
+    "primary": [
+        Contrast(f"{h} {s}", s, (a,), (b,)) for s in SETTINGS for h, a, b, where in CLAIMS if s in where
+    ],
     "omega": [
         Contrast(f"H4 {s}", s, tuple(map(_omega, ("0.5", "1.0", "1.5"))), tuple(map(_omega, ("0.0", "2.0"))))
         for s in OMEGA_SETTINGS
@@ -83,7 +85,9 @@ def verdict(holm_p: float, mean: float, high: float, alpha: float = ALPHA, delta
     return "inconclusive at this power"
 
 
-def analyse(rows: list[dict], family: list[Contrast], metric: str = METRIC, resamples: int = 50_000) -> list[dict]:
+def analyse(
+    rows: list[dict], family: list[Contrast], metric: str = METRIC, resamples: int = 50_000
+) -> list[dict]:
     """One record per contrast of the family whose arms have at least 2 shared seeds."""
     rng = np.random.default_rng(SEED)
     records = []
@@ -96,14 +100,26 @@ def analyse(rows: list[dict], family: list[Contrast], metric: str = METRIC, resa
             np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds]), resamples=resamples, rng=rng
         )
         records.append(
-            {"contrast": c.name, "setting": c.setting, "a": list(c.a), "b": list(c.b), "metric": metric,
-             "n": len(seeds), "seeds": seeds, "a_values": [a[s] for s in seeds], "b_values": [b[s] for s in seeds],
-             "mean_difference": result.mean_difference, "ci": [result.mean_low, result.mean_high],
-             "improvement": result.improvement, "improvement_ci": [result.improvement_low, result.improvement_high],
-             "d_z": result.d_z, "p": result.p_value}  # fmt: skip
+            {
+                "contrast": c.name,
+                "setting": c.setting,
+                "a": list(c.a),
+                "b": list(c.b),
+                "metric": metric,
+                "n": len(seeds),
+                "seeds": seeds,
+                "a_values": [a[s] for s in seeds],
+                "b_values": [b[s] for s in seeds],
+                "mean_difference": result.mean_difference,
+                "ci": [result.mean_low, result.mean_high],
+                "improvement": result.improvement,
+                "improvement_ci": [result.improvement_low, result.improvement_high],
+                "d_z": result.d_z,
+                "p": result.p_value,
+            }  # fmt: skip
         )
     adjusted = holm(np.array([r["p"] for r in records])) if records else []
-    for record, p in zip(records, adjusted):
+    for record, p in zip(records, adjusted, strict=True):
         record["holm_p"] = float(p)
         record["verdict"] = verdict(float(p), record["mean_difference"], record["ci"][1])
     return records
@@ -128,7 +144,9 @@ def table(records: list[dict]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True)
-    parser.add_argument("--experiment", action="append", required=True, help="repeat for each study experiment")
+    parser.add_argument(
+        "--experiment", action="append", required=True, help="repeat for each study experiment"
+    )
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
     rows, notes = [], []

@@ -32,7 +32,9 @@ def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis)
         {
             "grpo": base,
             "gigpo": base + 0.15 + rng.normal(0, 0.05, n),  # a true +0.15: reproduced
-            "gigpo_placebo": base + 0.15 + rng.normal(0, 0.05, n),  # gigpo - placebo: a true 0, tight: refuted
+            "gigpo_placebo": base
+            + 0.15
+            + rng.normal(0, 0.05, n),  # gigpo - placebo: a true 0, tight: refuted
         },
     )
     # RLOO on 3 seeds only, with a true +0.1 under large noise: inconclusive
@@ -40,7 +42,11 @@ def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis)
     records = {r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], resamples=4000)}
     assert set(records) == {"H1 frozenlake_random", "H2 frozenlake_random", "H3 frozenlake_random"}
     h1, h2, h3 = (records[f"H{i} frozenlake_random"] for i in (1, 2, 3))
-    assert h1["verdict"] == "reproduced" and h1["n"] == n and h1["mean_difference"] == pytest.approx(0.15, abs=0.03)
+    assert (
+        h1["verdict"] == "reproduced"
+        and h1["n"] == n
+        and h1["mean_difference"] == pytest.approx(0.15, abs=0.03)
+    )
     assert h2["verdict"] == "refuted" and h2["ci"][1] < analysis.DELTA
     assert h3["verdict"] == "inconclusive at this power" and h3["n"] == 3
     # Holm over the three: the adjusted p is never below the raw one, and at most 1
@@ -53,7 +59,9 @@ def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis)
 
 def test_a_side_of_several_arms_is_their_mean_per_seed_on_shared_seeds(analysis):
     w = analysis._omega
-    rows = _rows("frozenlake8x8", {w("0.5"): [0.6, 0.6, 0.6], w("1.0"): [0.9, 0.6, 0.3], w("1.5"): [0.3, 0.3, 0.3]})
+    rows = _rows(
+        "frozenlake8x8", {w("0.5"): [0.6, 0.6, 0.6], w("1.0"): [0.9, 0.6, 0.3], w("1.5"): [0.3, 0.3, 0.3]}
+    )
     rows += _rows("frozenlake8x8", {w("0.0"): [0.2, 0.2], w("2.0"): [0.4, 0.4, 0.4]})  # ω = 0 lacks seed 2
     interior = analysis.side_values(rows, "frozenlake8x8", (w("0.5"), w("1.0"), w("1.5")), "eval_final")
     ends = analysis.side_values(rows, "frozenlake8x8", (w("0.0"), w("2.0")), "eval_final")
