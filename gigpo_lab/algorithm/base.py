@@ -1,16 +1,14 @@
-"""The estimator protocol: the ``Estimator`` base class, ``AdvantageOutput`` and parameter checks.
+"""The estimator protocol: the ``Estimator`` base class, ``AdvantageOutput`` and the shared parameter rules.
 
-An estimator is built once from its parameters (``GiGPO(step_advantage_weight=1.0, ...)``) and then called
-on each ``StepBatch``. ``__call__`` validates the columns (see ``prepare.py``), computes in float64, casts
-back to the rewards' dtype and adds the summary metrics every estimator logs (``adv/mean``, ``adv/std``).
+An estimator is built once from its parameters (``GiGPO(step_advantage_weight=1.0, ...)``), which its schema
+declares (``gigpo_lab.algorithm.settings``), and then called on each ``StepBatch``. ``__call__`` validates
+the columns (see ``prepare.py``), computes in float64, casts back to the rewards' dtype and adds the summary
+metrics every estimator logs (``adv/mean``, ``adv/std``).
 """
 
 from __future__ import annotations
 
 import abc
-import enum
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -18,6 +16,7 @@ if TYPE_CHECKING:
     import torch
 
 from gigpo_lab.algorithm.prepare import Rows, prepare_rows
+from gigpo_lab.algorithm.settings import Configured
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.choices import choice_enum
 
@@ -31,6 +30,8 @@ SINGLETON_POLICIES: tuple[str, ...] = ("raw", "zero")
 Mode = choice_enum("Mode", MODES, __name__)
 NormalizeOver = choice_enum("NormalizeOver", NORMALIZE_OVER, __name__)
 Singleton = choice_enum("Singleton", SINGLETON_POLICIES, __name__)
+#: The invalid-action penalty p of every estimator that has one, the paper's 0.1 (each schema's default).
+INVALID_ACTION_PENALTY = 0.1
 #: The columns every estimator needs.
 BASE_COLUMNS: tuple[str, ...] = ("rewards", "group_ids", "traj_ids")
 
@@ -50,12 +51,13 @@ class AdvantageOutput:
     returns: torch.Tensor | None = None
 
 
-class Estimator(abc.ABC):
+class Estimator(Configured, abc.ABC):
     """Base class of every advantage estimator.
 
-    Subclasses take their parameters as keyword arguments with defaults (Hydra instantiates them from
-    ``conf/estimator/<name>.yaml``), validate them in ``__init__`` and implement ``compute``.
-    ``name`` is set by ``register_estimator``.
+    A subclass names its ``schema``, the dataclass that declares its parameters once (the option
+    ``estimator=<name>``; ``gigpo_lab.algorithm.settings``): ``__init__(**params)`` checks them and sets one
+    attribute each, and ``check`` adds any rule across them. It implements ``compute``. ``name`` is set by
+    ``register_estimator``.
     """
 
     name: ClassVar[str] = ""
@@ -65,8 +67,10 @@ class Estimator(abc.ABC):
     #: true = subtracted from the step reward (ALGORITHMS.md, "The loss"). A subclass overrides it.
     kl_in_reward: ClassVar[bool] = False
 
-    def __init__(self, **params: object) -> None:
-        self.params: dict[str, object] = dict(params)
+    @property
+    def owner(self) -> str:  # type: ignore[override]
+        """Who refuses a parameter, in its messages: the estimator's name."""
+        return self.name
 
     @property
     def requires(self) -> tuple[str, ...]:
@@ -97,21 +101,15 @@ class Estimator(abc.ABC):
         returns = None if targets is None else targets.to(rows.dtype)
         return AdvantageOutput(adv, {**summary_metrics("adv/", adv64), **metrics}, returns)
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
-        return f"{type(self).__name__}({args})"
 
-
-def check_bootstrap_truncated(name: str, bootstrap_truncated: object, gamma: float) -> bool:
-    """``bootstrap_truncated`` as a bool, refused at gamma = 1 (the tail m / (1 - gamma) of a cut episode would be
-    infinite)."""
-    flag = check_bool(name, "bootstrap_truncated", bootstrap_truncated)
-    if flag and gamma == 1.0:
+def check_bootstrap_truncated(estimator: Estimator) -> None:
+    """``bootstrap_truncated`` is refused at gamma = 1 (the tail m / (1 - gamma) of a cut episode would be
+    infinite): the rule across two parameters of gigpo and hgpo."""
+    if estimator.bootstrap_truncated and estimator.gamma == 1.0:  # type: ignore[attr-defined]
         raise ValueError(
-            f"{name}: bootstrap_truncated needs gamma < 1 (the tail m / (1 - gamma) of a cut episode is "
-            "infinite at gamma = 1); set estimator.gamma below 1 or estimator.bootstrap_truncated=false"
+            f"{estimator.name}: bootstrap_truncated needs gamma < 1 (the tail m / (1 - gamma) of a cut episode "
+            "is infinite at gamma = 1); set estimator.gamma below 1 or estimator.bootstrap_truncated=false"
         )
-    return flag
 
 
 def summary_metrics(prefix: str, values: torch.Tensor) -> dict[str, float]:
@@ -119,49 +117,3 @@ def summary_metrics(prefix: str, values: torch.Tensor) -> dict[str, float]:
     if values.numel() < 2:
         return {f"{prefix}mean": float(values.sum()), f"{prefix}std": 0.0}
     return {f"{prefix}mean": float(values.mean()), f"{prefix}std": float(values.std())}
-
-
-# --- parameter checks: every error names the estimator, the parameter and what is allowed ------------------
-
-
-def check_choice(estimator: str, param: str, value: object, allowed: Sequence[str]) -> str:
-    """``value`` (a str or a str-valued Enum, as Hydra passes schema enums) if it is one of ``allowed``."""
-    if isinstance(value, enum.Enum):
-        value = value.value
-    if value not in allowed:
-        raise ValueError(f"{estimator}: {param}={value!r} is not valid; expected one of {list(allowed)}")
-    return str(value)
-
-
-def check_real(
-    estimator: str,
-    param: str,
-    value: object,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> float:
-    """``value`` as a float if it is finite and in the interval; the error states the interval."""
-    left = "(-inf" if low is None else f"{'(' if low_open else '['}{low}"
-    right = "inf)" if high is None else f"{high}{')' if high_open else ']'}"
-    interval = f"{left}, {right}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{estimator}: {param} must be a real number in {interval}, got {value!r}")
-    x = float(value)
-    ok = math.isfinite(x)
-    if ok and low is not None:
-        ok = x > low if low_open else x >= low
-    if ok and high is not None:
-        ok = x < high if high_open else x <= high
-    if not ok:
-        raise ValueError(f"{estimator}: {param}={value!r} is outside {interval}")
-    return x
-
-
-def check_bool(estimator: str, param: str, value: object) -> bool:
-    """``value`` if it is a bool (a typo such as ``"false"`` would otherwise be truthy)."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{estimator}: {param} must be true or false, got {value!r}")
-    return value

@@ -66,7 +66,6 @@ A_int| per row). Several ranks count separately.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
@@ -74,12 +73,11 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     import torch
 
-from gigpo_lab.algorithm.base import check_real
 from gigpo_lab.algorithm.grouping import group_normalize
 from gigpo_lab.algorithm.prepare import prepare_rows
 from gigpo_lab.algorithm.returns import discounted_returns
+from gigpo_lab.algorithm.settings import Configured, param
 from gigpo_lab.batch import StepBatch
-from gigpo_lab.choices import default_of
 
 #: The columns the intrinsic stream reads: a trajectory's rows in time order, nothing of any grouping.
 _STREAM_COLUMNS = ("rewards", "group_ids", "traj_ids", "step_ids")
@@ -140,6 +138,13 @@ def _spread(values: torch.Tensor) -> float:
     return float(values.double().std()) if values.numel() > 1 else 0.0
 
 
+@dataclass
+class NoExplorationConfig:
+    """No exploration bonus: the estimators see the env's rewards."""
+
+    _target_: str = "gigpo_lab.algorithm.exploration.NoBonus"
+
+
 class NoBonus:
     """``exploration=none``: the rewards are left as the env paid them; no metrics, no state."""
 
@@ -153,50 +158,57 @@ class NoBonus:
         pass
 
 
-class CountBonus:
+@dataclass
+class CountBonusConfig:
+    """A count-based novelty bonus beta / sqrt(N(s')) on every step's reward (``gigpo_lab/algorithm/exploration.py``)."""
+
+    _target_: str = "gigpo_lab.algorithm.exploration.CountBonus"
+    #: The bonus of a state seen once, >= 0; N(s') counts every arrival in the anchor s' over the whole run.
+    #: 0.5 is the value measured in docs/WHY_RUNS_FAIL.md.
+    beta: float = param(0.5, low=0.0)
+    #: true = pay the bonus only on a step into a state new to its episode (no pay for loops, invalid words or
+    #: a long episode as such); false = on every step.
+    first_visit: bool = True
+    #: The annealing clock in collections (one per iteration): beta falls linearly to 0 at collection K and
+    #: stays 0 after it; 0 = no such clock (exploration=count sets the run's trainer.iterations). With both
+    #: clocks 0/null, beta is constant. A run resumed with a larger trainer.iterations anneals over the new length.
+    anneal: int = param(0, low=0)
+    #: The clock in env steps: beta has fallen to 0 once this many step rows were collected; null or 0 = no
+    #: such clock (exploration=count sets the run's trainer.max_env_steps; the earlier of the two clocks wins).
+    #: Each rank counts only its own rows, so a run on W ranks with a step budget should set it to
+    #: trainer.max_env_steps / W.
+    anneal_env_steps: Optional[int] = param(None, low=0)  # noqa: UP045
+    #: true = the bonus is its own advantage stream: the rewards stay the env's, each row's discounted
+    #: bonus-to-go (gamma below) is whitened over the whole batch, and beta times that is added to the
+    #: advantages of whichever estimator runs, the same per-row values for every estimator (no estimator's
+    #: grouping enters it), so the exploration signal has one size whatever the env's reward scale.
+    #: false = the bonus is added to the step rewards, which each estimator then processes its own way.
+    own_advantage: bool = True
+    #: gamma in [0, 1], the discount of the bonus-to-go in the stream (with own_advantage).
+    gamma: float = param(0.95, low=0.0, high=1.0)
+    #: true = (with own_advantage) the stream is scaled by the std of the estimator's own advantages on the
+    #: batch, so its dose (adv/stream_ratio) is beta for every estimator; false = the stream has std beta
+    #: whatever the estimator's own scale (0.5x to 2.1x the own signal, by estimator; issue #45).
+    relative_dose: bool = True
+    #: > 0: the least scale of a relative dose, used where the estimator's own advantages spread less (in
+    #: practice, all 0: no group saw a success); every estimator then gets the same stream, beta_c * floor * A_int.
+    dose_floor: float = param(0.01, low=0.0, low_open=True)
+
+
+class CountBonus(Configured):
     """``beta / sqrt(N(s'))`` added to each step row's reward (module docstring).
 
-    Args:
-        beta: the bonus of a state seen once; >= 0 and finite (0 counts states but changes no reward).
-        first_visit: pay it only on a step into a state new to its episode (module docstring).
-        anneal: 0 = no clock in collections; K > 0 = the progress of collection c (counted from 0) is at
-            least ``c / K``.
-        anneal_env_steps: None or 0 = no clock in env steps; S > 0 = the progress is at least ``s / S``, where
-            ``s`` counts the step rows of the earlier collections (this process's rows).
-        own_advantage: false = add the bonus to the rewards; true = leave the rewards alone and add
-            ``beta_c * A_int`` to the estimator's advantages (module docstring).
-        gamma: the discount in [0, 1] of the bonus-to-go B_t of the stream (module docstring).
-        relative_dose: with ``own_advantage``, scale the stream by the std of the estimator's own advantages
-            (module docstring), so its dose is ``beta_c`` for every estimator; false = a fixed std ``beta_c``.
-        dose_floor: the least scale of a relative dose, > 0 (a batch whose own advantages are all 0).
-
-    With neither clock, ``beta`` is constant; otherwise collection c pays ``beta * max(0, 1 - progress)``.
+    Parameters: ``CountBonusConfig``, one line each. With neither clock, ``beta`` is constant; otherwise
+    collection c pays ``beta * max(0, 1 - progress)``, where progress is at least ``c / anneal`` and at least
+    ``s / anneal_env_steps`` (``s`` the step rows of the earlier collections, this process's rows).
     """
 
-    def __init__(
-        self,
-        beta: float = 0.5,
-        first_visit: bool = True,
-        anneal: int = 0,
-        anneal_env_steps: int | None = None,
-        own_advantage: bool = True,
-        gamma: float = 0.95,
-        relative_dose: bool = True,
-        dose_floor: float = 0.01,
-    ) -> None:
-        if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
-            raise ValueError(f"exploration.beta={beta!r} must be a finite number >= 0")
-        for key, value in (("anneal", anneal), ("anneal_env_steps", anneal_env_steps or 0)):
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
-                raise ValueError(f"exploration.{key}={value!r} must be an integer >= 0 (0 = no such clock)")
-        self.beta = float(beta)
-        self.first_visit = bool(first_visit)
-        self.anneal = int(anneal)
-        self.anneal_env_steps = int(anneal_env_steps or 0)
-        self.own_advantage = bool(own_advantage)
-        self.gamma = check_real("exploration", "gamma", gamma, low=0.0, high=1.0)
-        self.relative_dose = bool(relative_dose)
-        self.dose_floor = check_real("exploration", "dose_floor", dose_floor, low=0.0, low_open=True)
+    schema = CountBonusConfig
+    owner = "exploration."
+
+    def __init__(self, **params: object) -> None:
+        super().__init__(**params)
+        self.anneal_env_steps = self.anneal_env_steps or 0  # null = 0: no clock in env steps
         self.counts: dict[str, int] = {}
         self.collections = 0  # calls so far: the annealing clock in collections
 
@@ -303,50 +315,6 @@ def first_visits(batch: StepBatch) -> torch.Tensor:
             out[i] = 1.0
             visited.add(nxt[i])
     return out
-
-
-@dataclass
-class NoExplorationConfig:
-    """No exploration bonus: the estimators see the env's rewards."""
-
-    _target_: str = "gigpo_lab.algorithm.exploration.NoBonus"
-
-
-@dataclass
-class CountBonusConfig:
-    """A count-based novelty bonus beta / sqrt(N(s')) on every step's reward (``gigpo_lab/algorithm/exploration.py``)."""
-
-    _target_: str = "gigpo_lab.algorithm.exploration.CountBonus"
-    #: The bonus of a state seen once, >= 0; N(s') counts every arrival in the anchor s' over the whole run.
-    #: 0.5 is the value measured in docs/WHY_RUNS_FAIL.md.
-    beta: float = default_of(CountBonus, "beta")  # type: ignore[assignment]
-    #: true = pay the bonus only on a step into a state new to its episode (no pay for loops, invalid words or
-    #: a long episode as such); false = on every step.
-    first_visit: bool = default_of(CountBonus, "first_visit")  # type: ignore[assignment]
-    #: The annealing clock in collections (one per iteration): beta falls linearly to 0 at collection K and
-    #: stays 0 after it; 0 = no such clock (exploration=count sets the run's trainer.iterations). With both
-    #: clocks 0/null, beta is constant. A run resumed with a larger trainer.iterations anneals over the new length.
-    anneal: int = default_of(CountBonus, "anneal")  # type: ignore[assignment]
-    #: The clock in env steps: beta has fallen to 0 once this many step rows were collected; null or 0 = no
-    #: such clock (exploration=count sets the run's trainer.max_env_steps; the earlier of the two clocks wins).
-    #: Each rank counts only its own rows, so a run on W ranks with a step budget should set it to
-    #: trainer.max_env_steps / W.
-    anneal_env_steps: Optional[int] = default_of(CountBonus, "anneal_env_steps")  # type: ignore[assignment]  # noqa: UP045
-    #: true = the bonus is its own advantage stream: the rewards stay the env's, each row's discounted
-    #: bonus-to-go (gamma below) is whitened over the whole batch, and beta times that is added to the
-    #: advantages of whichever estimator runs, the same per-row values for every estimator (no estimator's
-    #: grouping enters it), so the exploration signal has one size whatever the env's reward scale.
-    #: false = the bonus is added to the step rewards, which each estimator then processes its own way.
-    own_advantage: bool = default_of(CountBonus, "own_advantage")  # type: ignore[assignment]
-    #: gamma in [0, 1], the discount of the bonus-to-go in the stream (with own_advantage).
-    gamma: float = default_of(CountBonus, "gamma")  # type: ignore[assignment]
-    #: true = (with own_advantage) the stream is scaled by the std of the estimator's own advantages on the
-    #: batch, so its dose (adv/stream_ratio) is beta for every estimator; false = the stream has std beta
-    #: whatever the estimator's own scale (0.5x to 2.1x the own signal, by estimator; issue #45).
-    relative_dose: bool = default_of(CountBonus, "relative_dose")  # type: ignore[assignment]
-    #: > 0: the least scale of a relative dose, used where the estimator's own advantages spread less (in
-    #: practice, all 0: no group saw a success); every estimator then gets the same stream, beta_c * floor * A_int.
-    dose_floor: float = default_of(CountBonus, "dose_floor")  # type: ignore[assignment]
 
 
 #: ``"exploration/<option>"`` -> schema (stored as ``schema/exploration/<option>``).

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import torch
 
 from gigpo_lab.algorithm.grouping import segment_count, segment_min, segment_sum
-from gigpo_lab.choices import default_of
+from gigpo_lab.algorithm.settings import Configured, param
 
 
 def episode_returns(rewards: torch.Tensor, traj: torch.Tensor, n_traj: int) -> torch.Tensor:
@@ -72,6 +72,13 @@ def keep_top_std(std: torch.Tensor, share: float) -> torch.Tensor:
     return keep
 
 
+@dataclass
+class NoFilterConfig:
+    """No group filter: every collected group is trained on (the published algorithms)."""
+
+    _target_: str = "gigpo_lab.algorithm.group_filter.NoFilter"
+
+
 class NoFilter:
     """``group_filter=none``: every collected group is trained on, as the published algorithms do."""
 
@@ -84,57 +91,6 @@ class NoFilter:
         return torch.ones(n_groups, dtype=torch.bool)
 
 
-class NonConstant:
-    """``group_filter=nonconstant``: DAPO's dynamic sampling (module docstring).
-
-    The iteration collects B groups at a time until B groups pass the rule or ``max_collections`` collections
-    (the first included: verl's ``max_num_gen_batches``) are spent; the batch is the first B passing groups in
-    collection order. Where verl raises once the cap is spent, the lab fills the rest of the batch with the
-    earliest groups that failed (the batch always has B groups; ``rollout/groups_refilled`` counts them).
-
-    Args:
-        max_collections: collections of B groups per iteration at most, >= 1 (1 = never collect more).
-    """
-
-    fills_batch = True
-
-    def __init__(self, max_collections: int = 10) -> None:
-        if max_collections < 1:
-            raise ValueError(f"group_filter.max_collections={max_collections} must be >= 1")
-        self.max_collections = int(max_collections)
-
-    def keep(self, returns: torch.Tensor, group_of_traj: torch.Tensor, n_groups: int) -> torch.Tensor:
-        return keep_nonconstant(returns, group_of_traj, n_groups)
-
-
-class TopStd:
-    """``group_filter=top_std``: RAGEN's StarPO-S filter (module docstring): of one collection of B groups,
-    the ``int(share * B)`` of largest return std are trained on, the others dropped; never collects more.
-
-    Args:
-        share: p in (0, 1], the share of groups kept (RAGEN's ``rollout_filter_ratio``, 0.25 in its
-            ``config/base.yaml``); 1 keeps every group.
-    """
-
-    max_collections = 1
-    fills_batch = False
-
-    def __init__(self, share: float = 0.25) -> None:
-        if not 0.0 < share <= 1.0:
-            raise ValueError(f"group_filter.share={share} must lie in (0, 1]")
-        self.share = float(share)
-
-    def keep(self, returns: torch.Tensor, group_of_traj: torch.Tensor, n_groups: int) -> torch.Tensor:
-        return keep_top_std(group_return_std(returns, group_of_traj, n_groups), self.share)
-
-
-@dataclass
-class NoFilterConfig:
-    """No group filter: every collected group is trained on (the published algorithms)."""
-
-    _target_: str = "gigpo_lab.algorithm.group_filter.NoFilter"
-
-
 @dataclass
 class NonConstantConfig:
     """DAPO's dynamic sampling: drop the groups whose episode returns are all equal, collect more to fill B."""
@@ -143,7 +99,27 @@ class NonConstantConfig:
     #: Collections of rollout.groups groups an iteration may spend, the first included (verl's DAPO
     #: max_num_gen_batches, 10 in its docs/algo/dapo.md), >= 1. Once spent, the earliest dropped groups fill the
     #: batch (verl raises instead). Every collected env step counts toward trainer.max_env_steps.
-    max_collections: int = default_of(NonConstant, "max_collections")  # type: ignore[assignment]
+    max_collections: int = param(10, low=1)
+
+
+class NonConstant(Configured):
+    """``group_filter=nonconstant``: DAPO's dynamic sampling (module docstring).
+
+    The iteration collects B groups at a time until B groups pass the rule or ``max_collections`` collections
+    (the first included: verl's ``max_num_gen_batches``) are spent; the batch is the first B passing groups in
+    collection order. Where verl raises once the cap is spent, the lab fills the rest of the batch with the
+    earliest groups that failed (the batch always has B groups; ``rollout/groups_refilled`` counts them).
+
+    Parameters: ``NonConstantConfig``.
+    """
+
+    fills_batch = True
+
+    schema = NonConstantConfig
+    owner = "group_filter."
+
+    def keep(self, returns: torch.Tensor, group_of_traj: torch.Tensor, n_groups: int) -> torch.Tensor:
+        return keep_nonconstant(returns, group_of_traj, n_groups)
 
 
 @dataclass
@@ -153,7 +129,24 @@ class TopStdConfig:
     _target_: str = "gigpo_lab.algorithm.group_filter.TopStd"
     #: p in (0, 1]: int(p * rollout.groups) groups are kept, those of largest return std (RAGEN's
     #: rollout_filter_ratio, 0.25 in its config/base.yaml); int(p * rollout.groups) must be >= 1.
-    share: float = default_of(TopStd, "share")  # type: ignore[assignment]
+    share: float = param(0.25, low=0.0, high=1.0, low_open=True)
+
+
+class TopStd(Configured):
+    """``group_filter=top_std``: RAGEN's StarPO-S filter (module docstring): of one collection of B groups,
+    the ``int(share * B)`` of largest return std are trained on, the others dropped; never collects more.
+
+    Parameters: ``TopStdConfig``.
+    """
+
+    max_collections = 1
+    fills_batch = False
+
+    schema = TopStdConfig
+    owner = "group_filter."
+
+    def keep(self, returns: torch.Tensor, group_of_traj: torch.Tensor, n_groups: int) -> torch.Tensor:
+        return keep_top_std(group_return_std(returns, group_of_traj, n_groups), self.share)
 
 
 #: ``"group_filter/<option>"`` -> schema (stored as ``schema/group_filter/<option>``).

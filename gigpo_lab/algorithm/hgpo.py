@@ -57,30 +57,21 @@ torch sum over the stacked (levels, N) items, and with five or more such a sum c
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
 
-from gigpo_lab.algorithm.base import (
-    BASE_COLUMNS,
-    Estimator,
-    Mode,
-    check_bool,
-    check_bootstrap_truncated,
-    check_choice,
-    check_real,
-    summary_metrics,
-)
+from gigpo_lab.algorithm.base import BASE_COLUMNS, Estimator, Mode, check_bootstrap_truncated, summary_metrics
 from gigpo_lab.algorithm.gigpo import step_returns
 from gigpo_lab.algorithm.grouping import group_stats, segment_sum
-from gigpo_lab.algorithm.grpo import EPISODE_DEFAULTS, EpisodeLevel, GRPOSchema, episode_advantages
+from gigpo_lab.algorithm.grpo import GRPOSchema, episode_advantages
 from gigpo_lab.algorithm.history_groups import HistoryLevel, history_levels, level_segments
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
-from gigpo_lab.choices import choice_enum, default_of
+from gigpo_lab.algorithm.settings import param
+from gigpo_lab.choices import choice_enum
 
 #: How the episode-level advantage A^E enters (module docstring): not at all (the recipe's
 #: base_group=False), as one more weighted item of weight 1 (base_group=True), or added as in GiGPO.
@@ -88,74 +79,43 @@ EPISODE_LEVELS: tuple[str, ...] = ("none", "weighted", "add")
 EpisodeLevelChoice = choice_enum("EpisodeLevelChoice", EPISODE_LEVELS, __name__)
 
 
+@dataclass
+class HGPOSchema(GRPOSchema):
+    """The option ``estimator=hgpo``: nested history groups, adaptive weights (see ``HGPO``)."""
+
+    _target_: str = "gigpo_lab.algorithm.hgpo.HGPO"
+    #: K >= 0, the deepest level: rows that share their anchor and their last K anchors; keep it equal to
+    #: model.history_window (both 2 by default). 0 = GiGPO's anchor-state step groups only.
+    history_length: int = param(2, low=0)
+    #: alpha >= 0: level k weighs (k + 2)^alpha, the episode item 1; 0 = uniform (recipe: 1.0).
+    length_weight_alpha: float = param(1.0, low=0.0)
+    #: none | weighted | add: no episode term (the recipe's default), A^E as one item of weight 1 (the
+    #: recipe's base_group), or A = A^E + omega * A^H (GiGPO's composition).
+    episode_level: EpisodeLevelChoice = EpisodeLevelChoice["none"]
+    #: omega >= 0, the weight of A^H under episode_level=add.
+    step_advantage_weight: float = param(1.0, low=0.0)
+    #: true = the recipe's std over n at the step levels; false = unbiased (n - 1), as GiGPO.
+    population_std: bool = True
+    #: gamma in [0, 1], discount of the step return (recipe's scripts: 0.95).
+    gamma: float = param(0.95, low=0.0, high=1.0)
+    #: mean_norm | mean_std_norm, at every level and in A^E (recipe's scripts: mean_std_norm).
+    mode: Mode = Mode["mean_std_norm"]
+    #: as gigpo's: a cut episode's G_t continues at its mean reward (a lab variant, off by default).
+    bootstrap_truncated: bool = False
+
+
 @register_estimator("hgpo")
 class HGPO(Estimator):
     """Step advantages from nested history groups (same anchor, same last k anchors), weighted by depth.
 
-    Args:
-        history_length: K >= 0, the deepest level (the recipe's ``history_length``, 2 in its scripts, which
-            it also passes as the env's prompt window; keep it equal to ``model.history_window``). K = 0 is
-            GiGPO's step level.
-        length_weight_alpha: alpha, level k weighs (k + 2) ** alpha and the episode item 1 (default 1.0;
-            0 = uniform).
-        episode_level: ``none`` (A = A^H, the recipe's default), ``weighted`` (A^E is one more item of
-            weight 1, the recipe's base_group) or ``add`` (A = A^E + omega * A^H, GiGPO's composition).
-        step_advantage_weight: omega >= 0, used with ``episode_level: add`` only (default 1.0).
-        population_std: true (the recipe: std over n) or false (unbiased, n - 1, as GiGPO's step level);
-            only ``mean_std_norm`` reads it, and only at the step levels (A^E keeps the unbiased std).
-        gamma: discount of the step return, as in GiGPO (default 0.95, the recipe's scripts).
-        mode: ``mean_std_norm`` (the recipe's scripts, the default here) or ``mean_norm``; at every level
-            and in A^E.
-        normalize_over, invalid_action_penalty, epsilon, episode_singleton: as in ``GRPO`` (A^E); the
-            penalty and epsilon also apply to the step levels.
-        bootstrap_truncated: as in ``GiGPO`` (a lab variant, off by default).
+    Parameters: ``HGPOSchema``, one line each. Keep ``history_length`` equal to ``model.history_window``
+    (module docstring); K = 0 is GiGPO's step level.
     """
 
-    def __init__(
-        self,
-        history_length: int = 2,
-        length_weight_alpha: float = 1.0,
-        episode_level: str = "none",
-        step_advantage_weight: float = 1.0,
-        population_std: bool = True,
-        gamma: float = 0.95,
-        mode: str = "mean_std_norm",
-        normalize_over: str = EPISODE_DEFAULTS.normalize_over,
-        invalid_action_penalty: float = EPISODE_DEFAULTS.invalid_action_penalty,
-        epsilon: float = EPISODE_DEFAULTS.epsilon,
-        episode_singleton: str = EPISODE_DEFAULTS.episode_singleton,
-        bootstrap_truncated: bool = False,
-    ) -> None:
-        name = self.name
-        if isinstance(history_length, bool) or not isinstance(history_length, int) or history_length < 0:
-            raise ValueError(f"{name}: history_length must be an integer >= 0, got {history_length!r}")
-        self.history_length = int(history_length)
-        self.length_weight_alpha = check_real(name, "length_weight_alpha", length_weight_alpha, low=0.0)
-        if isinstance(episode_level, enum.Enum):
-            episode_level = episode_level.value
-        self.episode_level = check_choice(name, "episode_level", episode_level, EPISODE_LEVELS)
-        self.step_advantage_weight = check_real(name, "step_advantage_weight", step_advantage_weight, low=0.0)
-        self.population_std = check_bool(name, "population_std", population_std)
-        self.gamma = check_real(name, "gamma", gamma, low=0.0, high=1.0)
-        self.episode = EpisodeLevel.checked(
-            name,
-            mode=mode,
-            normalize_over=normalize_over,
-            invalid_action_penalty=invalid_action_penalty,
-            epsilon=epsilon,
-            episode_singleton=episode_singleton,
-        )
-        self.bootstrap_truncated = check_bootstrap_truncated(name, bootstrap_truncated, self.gamma)
-        super().__init__(
-            history_length=self.history_length,
-            length_weight_alpha=self.length_weight_alpha,
-            episode_level=self.episode_level,
-            step_advantage_weight=self.step_advantage_weight,
-            population_std=self.population_std,
-            gamma=self.gamma,
-            **vars(self.episode),
-            bootstrap_truncated=self.bootstrap_truncated,
-        )
+    schema = HGPOSchema
+
+    def check(self) -> None:
+        check_bootstrap_truncated(self)
 
     @property
     def requires(self) -> tuple[str, ...]:
@@ -186,19 +146,17 @@ class HGPO(Estimator):
 
         count, mean, _ = group_stats(values, seg, num, with_std=False)
         dev = values - mean.index_select(0, seg)  # group_normalize's numerator, and the std's deviations
-        if self.episode.mode != "mean_std_norm":
+        if self.mode != "mean_std_norm":
             return dev
         n = count if self.population_std else count - 1
         var = segment_sum(dev * dev, seg, num) / n.clamp(min=1).to(values.dtype)
         std = torch.where(count > 1, var.sqrt(), torch.zeros_like(var))
-        return dev / (std + self.episode.epsilon).index_select(0, seg)
+        return dev / (std + self.epsilon).index_select(0, seg)
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         import torch
 
-        returns = step_returns(
-            rows, self.gamma, self.episode.invalid_action_penalty, self.bootstrap_truncated
-        )
+        returns = step_returns(rows, self.gamma, self.invalid_action_penalty, self.bootstrap_truncated)
         order, history = history_levels(rows, self.history_length)  # levels in one row order
         levels = self.level_items(history, returns.index_select(0, order))
         weight = (torch.arange(len(levels), dtype=torch.float64) + 2.0).pow(self.length_weight_alpha)
@@ -209,7 +167,7 @@ class HGPO(Estimator):
         ]
         episode = None
         if self.episode_level != "none":
-            episode = episode_advantages(rows, self.episode)
+            episode = episode_advantages(rows, self)
         if self.episode_level == "weighted":  # the recipe's base_group: one item of weight 1 ** alpha = 1
             ordered = episode.index_select(0, order)
             has = ordered != 0
@@ -243,31 +201,6 @@ def _accumulate(out: torch.Tensor, at: torch.Tensor | None, values: torch.Tensor
         out.add_(values)
     else:
         out.index_add_(0, at, values)
-
-
-@dataclass
-class HGPOSchema(GRPOSchema):
-    """The option ``estimator=hgpo``: nested history groups, adaptive weights (see ``HGPO``)."""
-
-    _target_: str = "gigpo_lab.algorithm.hgpo.HGPO"
-    #: K >= 0, the deepest level: rows that share their anchor and their last K anchors; keep it equal to
-    #: model.history_window (both 2 by default). 0 = GiGPO's anchor-state step groups only.
-    history_length: int = default_of(HGPO, "history_length")  # type: ignore[assignment]
-    #: alpha >= 0: level k weighs (k + 2)^alpha, the episode item 1; 0 = uniform (recipe: 1.0).
-    length_weight_alpha: float = default_of(HGPO, "length_weight_alpha")  # type: ignore[assignment]
-    #: none | weighted | add: no episode term (the recipe's default), A^E as one item of weight 1 (the
-    #: recipe's base_group), or A = A^E + omega * A^H (GiGPO's composition).
-    episode_level: EpisodeLevelChoice = EpisodeLevelChoice[default_of(HGPO, "episode_level")]
-    #: omega >= 0, the weight of A^H under episode_level=add.
-    step_advantage_weight: float = default_of(HGPO, "step_advantage_weight")  # type: ignore[assignment]
-    #: true = the recipe's std over n at the step levels; false = unbiased (n - 1), as GiGPO.
-    population_std: bool = default_of(HGPO, "population_std")  # type: ignore[assignment]
-    #: gamma in [0, 1], discount of the step return (recipe's scripts: 0.95).
-    gamma: float = default_of(HGPO, "gamma")  # type: ignore[assignment]
-    #: mean_norm | mean_std_norm, at every level and in A^E (recipe's scripts: mean_std_norm).
-    mode: Mode = Mode[default_of(HGPO, "mode")]
-    #: as gigpo's: a cut episode's G_t continues at its mean reward (a lab variant, off by default).
-    bootstrap_truncated: bool = default_of(HGPO, "bootstrap_truncated")  # type: ignore[assignment]
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

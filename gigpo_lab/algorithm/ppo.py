@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-from gigpo_lab.algorithm.base import BASE_COLUMNS, Estimator, check_bool, check_real, summary_metrics
+from gigpo_lab.algorithm.base import BASE_COLUMNS, INVALID_ACTION_PENALTY, Estimator, summary_metrics
 from gigpo_lab.algorithm.gae import turn_gae
-from gigpo_lab.algorithm.grpo import EPISODE_DEFAULTS
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
-from gigpo_lab.choices import default_of
+from gigpo_lab.algorithm.settings import param
 
 #: Added to the variance before its square root when whitening (verl's ``masked_whiten``).
 WHITEN_EPS = 1e-8
@@ -55,40 +54,30 @@ def explained_variance(values: torch.Tensor, targets: torch.Tensor) -> float:
     return 0.0 if var == 0.0 else 1.0 - float((targets - values).var()) / var
 
 
+@dataclass
+class PPOSchema:
+    """The option ``estimator=ppo``: PPO with a learned critic, turn-level GAE (see ``PPO``). The policy gets a
+    value head (the loss's ``value_coef`` and ``value_clip`` train it)."""
+
+    _target_: str = "gigpo_lab.algorithm.ppo.PPO"
+    #: gamma in [0, 1], the discount (verl's and RAGEN's algorithm.gamma: 1.0).
+    gamma: float = param(1.0, low=0.0, high=1.0)
+    #: lambda in [0, 1] of GAE (verl's and RAGEN's algorithm.lam: 1.0; 0 = the one-step TD error).
+    lam: float = param(1.0, low=0.0, high=1.0)
+    #: true = whiten the advantages over the batch, as verl's compute_gae_advantage_return does; false = raw.
+    whiten_advantages: bool = True
+    #: p >= 0 subtracted from an invalid turn's reward before GAE (the critic-free estimators' default 0.1).
+    invalid_action_penalty: float = param(INVALID_ACTION_PENALTY, low=0.0)
+
+
 @register_estimator("ppo")
 class PPO(Estimator):
     """PPO's advantage: turn-level GAE over the critic's ``values``, whitened over the batch.
 
-    Args:
-        gamma: discount in [0, 1] (default 1.0: verl's and RAGEN's ``algorithm.gamma``).
-        lam: GAE's lambda in [0, 1] (default 1.0: verl's and RAGEN's ``algorithm.lam``; 1 = Monte-Carlo returns
-            minus V, 0 = the one-step TD error).
-        whiten_advantages: whiten the advantages over the batch (default true, as verl's
-            ``compute_gae_advantage_return`` always does); false = the raw GAE advantages.
-        invalid_action_penalty: p >= 0 subtracted from an invalid turn's reward before GAE (default 0.1, the
-            lab's critic-free estimators' default; RAGEN's ``format_penalty`` is -0.1 in the reward).
+    Parameters: ``PPOSchema``, one line each.
     """
 
-    def __init__(
-        self,
-        gamma: float = 1.0,
-        lam: float = 1.0,
-        whiten_advantages: bool = True,
-        invalid_action_penalty: float = EPISODE_DEFAULTS.invalid_action_penalty,
-    ) -> None:
-        name = self.name
-        self.gamma = check_real(name, "gamma", gamma, low=0.0, high=1.0)
-        self.lam = check_real(name, "lam", lam, low=0.0, high=1.0)
-        self.whiten_advantages = check_bool(name, "whiten_advantages", whiten_advantages)
-        self.invalid_action_penalty = check_real(
-            name, "invalid_action_penalty", invalid_action_penalty, low=0.0
-        )
-        super().__init__(
-            gamma=self.gamma,
-            lam=self.lam,
-            whiten_advantages=self.whiten_advantages,
-            invalid_action_penalty=self.invalid_action_penalty,
-        )
+    schema = PPOSchema
 
     @property
     def requires(self) -> tuple[str, ...]:
@@ -112,22 +101,6 @@ class PPO(Estimator):
             "adv/explained_variance": explained_variance(rows.values, targets),
         }
         return adv, metrics
-
-
-@dataclass
-class PPOSchema:
-    """The option ``estimator=ppo``: PPO with a learned critic, turn-level GAE (see ``PPO``). The policy gets a
-    value head (the loss's ``value_coef`` and ``value_clip`` train it)."""
-
-    _target_: str = "gigpo_lab.algorithm.ppo.PPO"
-    #: gamma in [0, 1], the discount (verl's and RAGEN's algorithm.gamma: 1.0).
-    gamma: float = default_of(PPO, "gamma")
-    #: lambda in [0, 1] of GAE (verl's and RAGEN's algorithm.lam: 1.0; 0 = the one-step TD error).
-    lam: float = default_of(PPO, "lam")
-    #: true = whiten the advantages over the batch, as verl's compute_gae_advantage_return does; false = raw.
-    whiten_advantages: bool = default_of(PPO, "whiten_advantages")
-    #: p >= 0 subtracted from an invalid turn's reward before GAE (the critic-free estimators' default 0.1).
-    invalid_action_penalty: float = default_of(PPO, "invalid_action_penalty")
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

@@ -10,11 +10,11 @@ environment or collector cannot provide a column the estimator needs.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterable
 
 from gigpo_lab.algorithm.base import Estimator
 from gigpo_lab.algorithm.prepare import check_columns
+from gigpo_lab.algorithm.settings import param_names
 
 _REGISTRY: dict[str, type[Estimator]] = {}
 
@@ -62,21 +62,14 @@ def get_estimator_class(name: str) -> type[Estimator]:
 
 
 def estimator_params(name: str) -> tuple[str, ...]:
-    """The parameter names the estimator ``name`` accepts, in signature order."""
-    sig = inspect.signature(get_estimator_class(name).__init__)
-    return tuple(p for p in sig.parameters if p != "self")
+    """The parameter names the estimator ``name`` accepts, in its schema's order."""
+    return param_names(get_estimator_class(name).schema)
 
 
 def build_estimator(name: str, **params: object) -> Estimator:
-    """Instantiate the estimator ``name``; an unknown parameter raises a TypeError listing the valid ones."""
-    cls = get_estimator_class(name)
-    valid = estimator_params(name)
-    unknown = sorted(set(params) - set(valid))
-    if unknown:
-        raise TypeError(
-            f"estimator {name!r} got unknown parameter(s) {unknown}; valid parameters: {list(valid)}"
-        )
-    return cls(**params)
+    """Instantiate the estimator ``name``; its schema refuses an unknown parameter (a TypeError listing the
+    valid ones) or a bad value (``settings.ParamError``)."""
+    return get_estimator_class(name)(**params)
 
 
 def check_requirements(

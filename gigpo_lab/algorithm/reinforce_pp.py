@@ -17,33 +17,36 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-from gigpo_lab.algorithm.base import Estimator, check_real
+from gigpo_lab.algorithm.base import INVALID_ACTION_PENALTY, Estimator
 from gigpo_lab.algorithm.grouping import group_normalize, group_stats
 from gigpo_lab.algorithm.grpo import episode_returns
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
-from gigpo_lab.choices import default_of
+from gigpo_lab.algorithm.settings import param
+
+
+@dataclass
+class ReinforcePPSchema:
+    """The option ``estimator=reinforce_pp``: REINFORCE++ with a group baseline (see ``ReinforcePP``)."""
+
+    _target_: str = "gigpo_lab.algorithm.reinforce_pp.ReinforcePP"
+    #: p >= 0, subtracted from the score of each invalid row.
+    invalid_action_penalty: float = param(INVALID_ACTION_PENALTY, low=0.0)
+    #: epsilon > 0 of the batch whitening.
+    epsilon: float = param(1e-6, low=0.0, low_open=True)
 
 
 @register_estimator("reinforce_pp")
 class ReinforcePP(Estimator):
     """Score minus the group's mean return, then whitened over the whole batch of rows.
 
-    Args:
-        invalid_action_penalty: p >= 0, subtracted from each invalid row's score (default 0.1).
-        epsilon: eps > 0 of the batch whitening (default 1e-6).
+    Parameters: ``ReinforcePPSchema``, one line each.
     """
 
     #: The KL to the reference goes into the reward unless loss.kl_in_reward says otherwise (as ms-swift).
     kl_in_reward = True
 
-    def __init__(self, invalid_action_penalty: float = 0.1, epsilon: float = 1e-6) -> None:
-        name = self.name
-        self.invalid_action_penalty = check_real(
-            name, "invalid_action_penalty", invalid_action_penalty, low=0.0
-        )
-        self.epsilon = check_real(name, "epsilon", epsilon, low=0.0, low_open=True)
-        super().__init__(invalid_action_penalty=self.invalid_action_penalty, epsilon=self.epsilon)
+    schema = ReinforcePPSchema
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         import torch
@@ -59,17 +62,6 @@ class ReinforcePP(Estimator):
             centred, whole_batch, 1, mode="mean_std_norm", eps=self.epsilon, singleton="zero"
         )
         return adv, {"adv/centred_std": float(centred.std()) if rows.n > 1 else 0.0}
-
-
-@dataclass
-class ReinforcePPSchema:
-    """The option ``estimator=reinforce_pp``: REINFORCE++ with a group baseline (see ``ReinforcePP``)."""
-
-    _target_: str = "gigpo_lab.algorithm.reinforce_pp.ReinforcePP"
-    #: p >= 0, subtracted from the score of each invalid row.
-    invalid_action_penalty: float = default_of(ReinforcePP, "invalid_action_penalty")  # type: ignore[assignment]
-    #: epsilon > 0 of the batch whitening.
-    epsilon: float = default_of(ReinforcePP, "epsilon")  # type: ignore[assignment]
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

@@ -15,30 +15,34 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-from gigpo_lab.algorithm.base import Estimator, check_real
+from gigpo_lab.algorithm.base import INVALID_ACTION_PENALTY, Estimator
 from gigpo_lab.algorithm.grouping import segment_count, segment_min, segment_sum
 from gigpo_lab.algorithm.grpo import episode_returns
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
-from gigpo_lab.choices import default_of
+from gigpo_lab.algorithm.settings import param
+
+
+@dataclass
+class RLOOSchema:
+    """The option ``estimator=rloo``: leave-one-out baseline (see ``RLOO``)."""
+
+    _target_: str = "gigpo_lab.algorithm.rloo.RLOO"
+    #: p >= 0, subtracted from the score of each invalid row.
+    invalid_action_penalty: float = param(INVALID_ACTION_PENALTY, low=0.0)
 
 
 @register_estimator("rloo")
 class RLOO(Estimator):
     """Episode score minus the leave-one-out mean return of the group's other trajectories.
 
-    Args:
-        invalid_action_penalty: p >= 0, subtracted from each invalid row's score (default 0.1).
+    Parameters: ``RLOOSchema``, one line each.
     """
 
     #: The KL to the reference goes into the reward unless loss.kl_in_reward says otherwise (as ms-swift).
     kl_in_reward = True
 
-    def __init__(self, invalid_action_penalty: float = 0.1) -> None:
-        self.invalid_action_penalty = check_real(
-            self.name, "invalid_action_penalty", invalid_action_penalty, low=0.0
-        )
-        super().__init__(invalid_action_penalty=self.invalid_action_penalty)
+    schema = RLOOSchema
 
     def compute(self, rows: Rows) -> tuple[torch.Tensor, dict[str, float]]:
         import torch
@@ -52,15 +56,6 @@ class RLOO(Estimator):
         baseline = torch.where(n > 1, ref + others / (n - 1).clamp(min=1), torch.zeros_like(returns))
         adv = (returns - baseline).index_select(0, rows.traj) - self.invalid_action_penalty * rows.invalid
         return adv, {"adv/baseline_mean": float(baseline.mean())}
-
-
-@dataclass
-class RLOOSchema:
-    """The option ``estimator=rloo``: leave-one-out baseline (see ``RLOO``)."""
-
-    _target_: str = "gigpo_lab.algorithm.rloo.RLOO"
-    #: p >= 0, subtracted from the score of each invalid row.
-    invalid_action_penalty: float = default_of(RLOO, "invalid_action_penalty")  # type: ignore[assignment]
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

@@ -21,39 +21,35 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-from gigpo_lab.algorithm.base import BASE_COLUMNS, Estimator, check_bool, check_real
+from gigpo_lab.algorithm.base import BASE_COLUMNS, Estimator
 from gigpo_lab.algorithm.grouping import group_normalize, group_stats, pack, segment_count, segment_sum
 from gigpo_lab.algorithm.grpo import episode_returns
 from gigpo_lab.algorithm.prepare import Rows
 from gigpo_lab.algorithm.registry import register_estimator
-from gigpo_lab.choices import default_of
+from gigpo_lab.algorithm.settings import param
+
+
+@dataclass
+class GiGPOStepIndexSchema:
+    """The option ``estimator=gigpo_step_index``: the ms-swift PR #7364 variant (see ``GiGPOStepIndex``)."""
+
+    _target_: str = "gigpo_lab.algorithm.step_index.GiGPOStepIndex"
+    #: omega >= 0, weight of the mean step-index advantage.
+    step_advantage_weight: float = param(1.0, low=0.0)
+    #: true: divide by (std of the group's returns + epsilon).
+    scale_by_std: bool = False
+    #: epsilon > 0 of scale_by_std.
+    epsilon: float = param(1e-6, low=0.0, low_open=True)
 
 
 @register_estimator("gigpo_step_index")
 class GiGPOStepIndex(Estimator):
     """Trajectory advantage plus omega times the mean step-index advantage, one value per trajectory.
 
-    Args:
-        step_advantage_weight: omega >= 0, the weight of abar (default 1.0).
-        scale_by_std: divide by the std of the group's returns + eps (default false; Dr.GRPO-style).
-        epsilon: eps > 0 of ``scale_by_std`` (default 1e-6).
+    Parameters: ``GiGPOStepIndexSchema``, one line each.
     """
 
-    def __init__(
-        self,
-        step_advantage_weight: float = 1.0,
-        scale_by_std: bool = False,
-        epsilon: float = 1e-6,
-    ) -> None:
-        name = self.name
-        self.step_advantage_weight = check_real(name, "step_advantage_weight", step_advantage_weight, low=0.0)
-        self.scale_by_std = check_bool(name, "scale_by_std", scale_by_std)
-        self.epsilon = check_real(name, "epsilon", epsilon, low=0.0, low_open=True)
-        super().__init__(
-            step_advantage_weight=self.step_advantage_weight,
-            scale_by_std=self.scale_by_std,
-            epsilon=self.epsilon,
-        )
+    schema = GiGPOStepIndexSchema
 
     @property
     def requires(self) -> tuple[str, ...]:
@@ -82,19 +78,6 @@ class GiGPOStepIndex(Estimator):
             "adv/step_mean": float(step_mean.mean()),
             "adv/step_groups": float(n_index_groups),
         }
-
-
-@dataclass
-class GiGPOStepIndexSchema:
-    """The option ``estimator=gigpo_step_index``: the ms-swift PR #7364 variant (see ``GiGPOStepIndex``)."""
-
-    _target_: str = "gigpo_lab.algorithm.step_index.GiGPOStepIndex"
-    #: omega >= 0, weight of the mean step-index advantage.
-    step_advantage_weight: float = default_of(GiGPOStepIndex, "step_advantage_weight")  # type: ignore[assignment]
-    #: true: divide by (std of the group's returns + epsilon).
-    scale_by_std: bool = default_of(GiGPOStepIndex, "scale_by_std")  # type: ignore[assignment]
-    #: epsilon > 0 of scale_by_std.
-    epsilon: float = default_of(GiGPOStepIndex, "epsilon")  # type: ignore[assignment]
 
 
 #: This module's option of the ``estimator`` group (``gigpo_lab.discovery`` collects it).

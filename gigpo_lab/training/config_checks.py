@@ -1,7 +1,10 @@
-"""``validate_config``: the checks on the composed config alone, before anything is built or written.
+"""``validate_config``: the checks on the composed config alone, before anything is run or written.
 
-Each refusal is a ``ConfigError`` (``gigpo_lab.errors``) of one sentence that names the key, the value and
-the fix. Cheap to import (no torch), so it is testable without building a run.
+The estimator, the exploration bonus and the group filter are built here (``COMPONENTS``): each checks its
+own parameters against its schema (``gigpo_lab.algorithm.settings``), so a bad value of one of them is refused
+by its class, once. The checks below are the rest: the other groups' values and the rules that span several
+groups. Each refusal is a ``ConfigError`` (``gigpo_lab.errors``) of one sentence that names the key, the value
+and the fix. Cheap to import (no torch), so it is testable without building a run.
 """
 
 from __future__ import annotations
@@ -9,10 +12,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
+from gigpo_lab.algorithm.settings import build_checked
 from gigpo_lab.config_paths import hydra_choices
 from gigpo_lab.errors import ConfigError
+
+#: The config groups whose object checks its own parameters when built: built here, before the run starts.
+COMPONENTS = ("estimator", "exploration", "group_filter")
 
 
 def _is_int(value) -> bool:
@@ -36,6 +44,8 @@ def validate_config(cfg: DictConfig) -> None:
         group = hydra_choices().get(key.split(".", 1)[0])
         where = f" with {key.split('.', 1)[0]}={group}" if group else ""
         raise ConfigError(f"{key} is required{where} and has no default; add {key}=<value> to the command")
+    for group in COMPONENTS:  # each refuses its own bad values, naming the key (gigpo_lab.algorithm.settings)
+        build_checked(group, cfg[group], get_class(cfg[group]._target_))
     checks = []
     for key, minimum in (
         ("trainer.iterations", 1),
@@ -73,27 +83,6 @@ def validate_config(cfg: DictConfig) -> None:
     checks.append((0 < tau < math.inf, f"rollout.eval_temperature={tau!r} must be a number > 0"))
     rate = cfg.rollout.max_env_error_rate  # a float (rollout schema)
     checks.append((0 <= rate <= 1, f"rollout.max_env_error_rate={rate!r} must lie in [0, 1]"))
-    omega = cfg.estimator.get("step_advantage_weight")
-    if omega is not None:
-        checks.append(
-            (
-                _is_number(omega) and 0 <= omega < math.inf,
-                f"estimator.step_advantage_weight={omega} must be a number >= 0",
-            )
-        )
-    gamma = cfg.estimator.get("gamma")
-    if gamma is not None:
-        checks.append(
-            (_is_number(gamma) and 0.0 <= gamma <= 1.0, f"estimator.gamma={gamma} must lie in [0, 1]")
-        )
-        checks.append(
-            (
-                not (cfg.estimator.get("bootstrap_truncated") and gamma == 1.0),
-                "estimator.gamma=1.0 with estimator.bootstrap_truncated=true: the tail mean / (1 - gamma) of an "
-                "episode cut by the time limit is infinite at gamma = 1; add estimator.bootstrap_truncated=false "
-                "(G_t stops at the cut, as in the paper) or set estimator.gamma below 1",
-            )
-        )
     checks.extend(_no_repeat_checks(cfg))
     from gigpo_lab.policy.schema import (
         TinyConfig,  # loaded by the compose already; torch stays out of imports
@@ -126,23 +115,14 @@ def validate_config(cfg: DictConfig) -> None:
             "set rollout.group_size=2 or more",
         )
     )
-    share = OmegaConf.select(cfg, "group_filter.share")  # group_filter=top_std
+    share = OmegaConf.select(cfg, "group_filter.share")  # group_filter=top_std, in (0, 1] (TopStd checked it)
     if share is not None:
-        checks.append(
-            (_is_number(share) and 0 < share <= 1, f"group_filter.share={share!r} must lie in (0, 1]")
-        )
-    if _is_number(share) and 0 < share <= 1 and _is_int(cfg.rollout.groups):
         checks.append(
             (
                 int(share * cfg.rollout.groups) >= 1,
                 f"group_filter.share={share} keeps int({share} x rollout.groups={cfg.rollout.groups}) = 0 groups; "
                 f"set group_filter.share to at least 1/{cfg.rollout.groups} or raise rollout.groups",
             )
-        )
-    cap = OmegaConf.select(cfg, "group_filter.max_collections")  # group_filter=nonconstant
-    if cap is not None:
-        checks.append(
-            (_is_int(cap) and cap >= 1, f"group_filter.max_collections={cap!r} must be an int >= 1")
         )
     checks.extend(_sharding_checks(cfg, tiny, shared))
     checks.append(_model_folder_check(cfg.model))

@@ -60,8 +60,8 @@ def test_at_the_defaults_the_override_is_0_2():
     """The defaults, omega = 1 and p = 0.1: ``estimator.invalid_action_penalty=0.2``. One group, one state,
     one invalid row of four: GiGPO charges it 2 x 0.1 x (1 - 1/4) against the others, GRPO at 0.2 the same."""
     gigpo, grpo = instantiate(CONFIGS["gigpo"]), instantiate(CONFIGS["grpo"])
-    assert gigpo.step_advantage_weight == 1.0 and gigpo.episode.invalid_action_penalty == 0.1
-    assert grpo.episode.invalid_action_penalty == 0.1
+    assert gigpo.step_advantage_weight == 1.0 and gigpo.invalid_action_penalty == 0.1
+    assert grpo.invalid_action_penalty == 0.1
     batch = {
         "rewards": torch.zeros(4, dtype=torch.float64),
         "group_ids": torch.zeros(4, dtype=torch.int64),

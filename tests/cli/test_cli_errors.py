@@ -55,7 +55,9 @@ MISTAKES = [
     (
         "out-of-range value",
         ["estimator.step_advantage_weight=-0.5"],
-        P + "estimator.step_advantage_weight=-0.5 must be a number >= 0",
+        P
+        + "estimator.step_advantage_weight=-0.5 is not allowed; set estimator.step_advantage_weight to a real "
+        "number in [0.0, inf)",
     ),
     (
         "missing required value",

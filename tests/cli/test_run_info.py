@@ -54,10 +54,24 @@ def _fails_before_any_rollout(store: str, out: Path, overrides: list[str], error
 
 
 BAD_VALUES = [
-    ("estimator.step_advantage_weight=nan", r"step_advantage_weight=nan must be a number >= 0"),
-    ("estimator.step_advantage_weight=inf", r"step_advantage_weight=inf must be a number >= 0"),
-    ("estimator.gamma=-0.1", r"estimator.gamma=-0.1 must lie in \[0, 1\]"),
-    ("estimator.gamma=nan", r"estimator.gamma=nan must lie in \[0, 1\]"),
+    # the estimator's own checks (its schema), run when validate_config builds it
+    (
+        "estimator.step_advantage_weight=nan",
+        r"step_advantage_weight=nan is not allowed; set .* in \[0.0, inf\)",
+    ),
+    (
+        "estimator.step_advantage_weight=inf",
+        r"step_advantage_weight=inf is not allowed; set .* in \[0.0, inf\)",
+    ),
+    (
+        "estimator.gamma=-0.1",
+        r"estimator.gamma=-0.1 is not allowed; set estimator.gamma to .* in \[0.0, 1.0\]",
+    ),
+    ("estimator.gamma=nan", r"estimator.gamma=nan is not allowed; set estimator.gamma to .* in \[0.0, 1.0\]"),
+    (
+        "exploration.beta=-1",
+        r"exploration.beta=-1.0 is not allowed; set exploration.beta to .* in \[0.0, inf\)",
+    ),
     ("rollout.group_size=0", r"rollout.group_size=0 must be an int >= 1"),
     ("env.max_turns=-3", r"env.max_turns=-3 must be an int >= 1"),
     ("trainer.iterations=0", r"trainer.iterations=0 must be an int >= 1"),
@@ -73,7 +87,7 @@ def test_the_bootstrap_variant_at_gamma_one_is_one_sentence_before_any_rollout(s
     """bootstrap_truncated is off by default (the paper's G_t); switched on with gamma = 1 it is refused."""
     out = tmp_path / "out"
     overrides = _overrides(store, out, "estimator.bootstrap_truncated=true", "estimator.gamma=1")
-    message = r"estimator.gamma=1.0 with estimator.bootstrap_truncated=true: .*infinite.*add estimator.bootstrap_truncated=false"
+    message = r"bootstrap_truncated needs gamma < 1 .*infinite.*set estimator.gamma below 1 or estimator.bootstrap_truncated=false"
     _fails_before_any_rollout(store, out, overrides, ValueError, message)
     assert _runs(store) == [] and not out.exists()
 
