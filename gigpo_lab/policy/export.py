@@ -39,7 +39,7 @@ def export_hf(ckpt_path: str | Path, out_dir: str | Path, base_path: str | None 
     Raises:
         ValueError: the checkpoint holds no HF policy (e.g. the tiny policy, which is not a transformers model).
     """
-    from gigpo_lab.policy.hf import build_hf_policy
+    from gigpo_lab.policy.builders import build_hf_policy
 
     state = policy_state(ckpt_path)
     build_args = state.pop("_extra_state", None)

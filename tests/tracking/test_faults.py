@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 from tiny_sizes import MOVES_AT_ONCE
 
 from gigpo_lab.config_paths import compose_config
-from gigpo_lab.policy.tiny import build_tiny_policy
+from gigpo_lab.policy import build_tiny_policy
 from gigpo_lab.rollout import build_torch_engine
 from gigpo_lab.rollout.collector import Collector, EnvFailure
 from gigpo_lab.tracking.buffer import BufferedRun

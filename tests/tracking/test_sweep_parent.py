@@ -87,8 +87,8 @@ def _sweep_config(tmp_path, overrides: list[str], command_line: list[str] = ()):
 @pytest.mark.parametrize(
     ("overrides", "command_line", "expected"),
     [
-        (["sweeps=estimators"], [], 7 * 10),  # its params: 7 estimators x seeds 0-9
-        (["sweeps=estimators"], ["seed=0,1"], 7 * 2),  # the command's sweep replaces the file's
+        (["sweeps=estimators"], [], 8 * 10),  # its params: 8 estimators x seeds 0-9
+        (["sweeps=estimators"], ["seed=0,1"], 8 * 2),  # the command's sweep replaces the file's
         ([], ["estimator=grpo,gigpo", "seed=range(0,5)", "loss.clip_ratio=0.1,0.2"], 2 * 5 * 2),
         ([], ["seed=3"], 1),
         ([], ["estimator=glob(gi*)", "seed=0,1"], None),  # a glob needs Hydra's config loader: no plan
