@@ -57,7 +57,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="pairs per command, after one warm-up pair")
     parser.add_argument("--only", nargs="*", help="names of COMMANDS to run (default: all)")
     args = parser.parse_args()
-    print(f"{'command':<22} {'old wall':>9} {'new wall':>9} {'old cpu':>8} {'new cpu':>8} {'new/old':>8}  exit")
+    print(
+        f"{'command':<22} {'old wall':>9} {'new wall':>9} {'old cpu':>8} {'new cpu':>8} {'new/old':>8}  exit"
+    )
     for name, argv in COMMANDS.items():
         if args.only and name not in args.only:
             continue

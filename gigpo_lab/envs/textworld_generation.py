@@ -216,7 +216,10 @@ def _can_spawn() -> bool:
     start method is one multiprocessing's spawn children do not know. A joblib (loky) worker, as Hydra's local
     launcher runs jobs, sets it to ``loky``, and every spawned child then dies in ``set_start_method('loky')``
     before it runs a line of ours."""
-    return not current_process().daemon and get_start_method(allow_none=True) in (None, *get_all_start_methods())
+    return not current_process().daemon and get_start_method(allow_none=True) in (
+        None,
+        *get_all_start_methods(),
+    )
 
 
 def generate(

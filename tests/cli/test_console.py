@@ -117,7 +117,10 @@ def test_help_lists_groups_experiments_sweeps_and_examples(tmp_path):
     done = _train(["--help"], tmp_path)
     assert done.returncode == 0, done.stderr
     text = done.stdout
-    assert "  estimator    gigpo (default), gigpo_step_index, graphgpo, grpo, hgpo, ppo, reinforce_pp, rloo" in text
+    assert (
+        "  estimator    gigpo (default), gigpo_step_index, graphgpo, grpo, hgpo, ppo, reinforce_pp, rloo"
+        in text
+    )
     assert "  lightning    cpu (default), ddp, fsdp, gpu" in text
     for name in ("gigpo_vs_grpo", "step_weight_ablation", "estimators", "step_weight"):
         assert f"\n  {name} " in text, name
