@@ -11,7 +11,8 @@ time, :class:`GameGenerationError` says in one line which game (challenge, setti
 ended, and what to do. A Python exception inside a worker is not retried (the same seed would raise
 again); it is the same one-line error with the exception's type and message. One missing game, or any
 number inside a daemonic process (a ``multiprocessing.Pool`` worker, as ``seed_robustness.py`` runs seeds,
-may not start processes), is made in this process, one by one.
+may not start processes) or a joblib worker (Hydra's local launcher, whose ``loky`` start method spawned
+children cannot restore), is made in this process, one by one.
 
 Fault injection, for the tests: with ``GIGPO_LAB_FAULT_KILL_GAME_WORKER=<seed>:<times>:<tally file>`` in the
 environment, a worker making the game of ``<seed>`` appends a line to the tally file and, while the file has
@@ -27,7 +28,7 @@ import shutil
 import signal
 from collections import deque
 from collections.abc import Sequence
-from multiprocessing import current_process, get_context
+from multiprocessing import current_process, get_all_start_methods, get_context, get_start_method
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
@@ -210,6 +211,14 @@ def _make_in_workers(
         sweep_stale_temps(folder)
 
 
+def _can_spawn() -> bool:
+    """Whether this process may start spawn workers: not inside a daemonic process, and not where the global
+    start method is one multiprocessing's spawn children do not know. A joblib (loky) worker, as Hydra's local
+    launcher runs jobs, sets it to ``loky``, and every spawned child then dies in ``set_start_method('loky')``
+    before it runs a line of ours."""
+    return not current_process().daemon and get_start_method(allow_none=True) in (None, *get_all_start_methods())
+
+
 def generate(
     challenge: str, settings: dict[str, Any], seeds: Sequence[int], folder: Path, workers: int
 ) -> list[str]:
@@ -222,7 +231,7 @@ def generate(
     missing = list(dict.fromkeys(s for s in seeds if not is_complete(folder, s)))
     if folder.is_dir():
         sweep_stale_temps(folder)
-    if len(missing) == 1 or workers <= 1 or current_process().daemon:
+    if len(missing) == 1 or workers <= 1 or not _can_spawn():
         for s in missing:
             make_game(challenge, settings, s, str(folder))
     elif missing:

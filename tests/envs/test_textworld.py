@@ -350,6 +350,17 @@ def test_games_are_generated_inside_a_pool_worker_which_may_not_start_processes(
     assert all(Path(p).is_file() and Path(p).with_suffix(".json").is_file() for p in paths)
 
 
+def test_games_are_generated_inside_a_joblib_worker_as_hydras_local_launcher_runs_jobs(tmp_path):
+    """Hydra's local launcher runs each job in a joblib (loky) worker, whose global start method is ``loky``:
+    a spawn child started there dies restoring it, so every game failed there (the pilot of issue #45 hit it).
+    The missing games are then made in the worker, one by one."""
+    from joblib import Parallel, delayed
+
+    (paths,) = Parallel(n_jobs=2, backend="loky")(delayed(_generate_two)(str(tmp_path)) for _ in range(1))
+    assert [Path(p).name for p in paths] == ["g11.z8", "g12.z8"]
+    assert all(Path(p).is_file() and Path(p).with_suffix(".json").is_file() for p in paths)
+
+
 def test_the_smollm2_experiment_composes_on_the_coin_collector():
     """experiments=smollm2_textworld_coin (issue #34, item 4): SmolLM2 with LoRA on level-2 games, the admissible
     commands listed, one past turn in the prompt, a sampled evaluation; every run of llm_learning.py composes."""
