@@ -299,7 +299,7 @@ def test_failed_job_is_reported_as_failed(omega_sweep, tmp_path):
     written = write_report(summary, tmp_path, uri=omega_sweep.uri, parent_run_id=omega_sweep.parent_run_id)
     md = (tmp_path / "compare-eval_success_rate.md").read_text()
     assert "| gigpo ω=-1 | 0 | 0/0 |" in md and "| 1 (all) |" in md
-    assert "## Failed runs" in md and "step_advantage_weight=-1.0 must be a number >= 0" in md
+    assert "## Failed runs" in md and "estimator.step_advantage_weight=-1.0 is not allowed" in md
     names = [p.name for p in written]
     assert names[:2] == ["compare-eval_success_rate.md", "per_seed-eval_success_rate.json"]
     assert "omega_ablation-eval_success_rate.png" in names
