@@ -7,10 +7,11 @@ Reads every finished run of the experiment (``study_runs.read_runs``) and writes
 and ``report.md``:
 
 - per setting and arm: n, the mean of ``eval/final`` and ``eval/auc`` with 95% percentile-bootstrap intervals
-  (50,000 resamples) and their sd over seeds, the last greedy success, and the median wall time of a run;
+  (``estimator_rows.mean_ci``, 50,000 resamples) and their sd over seeds, the last greedy success, and the
+  median wall time of a run;
 - per setting: whether every arm sits at the floor (mean ``eval/final`` <= 0.05) or the ceiling (>= 0.95);
-- per primary contrast of the study (``study_analysis.FAMILIES["primary"]``): the sd of the paired differences over shared seeds, and the
-  seeds per arm (``gigpo_lab.analysis.power.seeds_for``) that detect a true mean difference of each
+- per primary contrast of the study (``study_analysis.FAMILIES["primary"]``): the sd of the paired differences
+  over shared seeds, and the seeds per arm (``gigpo_lab.analysis.power.seeds_for``) that detect a true mean difference of each
   ``DELTAS`` with power 0.8 under Holm over the whole family (planned at 0.05 / family size). The pilot's own
   mean difference is printed as a pilot observation, never as a result.
 """
@@ -24,22 +25,15 @@ from pathlib import Path
 
 import numpy as np
 import study_runs
-from study_analysis import FAMILIES
+from estimator_rows import mean_ci
+from study_analysis import FAMILIES, side_values
 
 from gigpo_lab.analysis.power import planning_alpha, seeds_for
 
-RESAMPLES = 50_000
 METRICS = ("eval_final", "eval_auc")
 DELTAS = (0.05, 0.10)
 FLOOR, CEILING = 0.05, 0.95
 POWER, ALPHA = 0.8, 0.05
-
-
-def mean_ci(values: list[float], seed: int = 0) -> tuple[float, float, float]:
-    """The mean of (n,) values and its 95% percentile-bootstrap interval."""
-    x = np.asarray(values, dtype=float)
-    means = x[np.random.default_rng(seed).integers(0, len(x), size=(RESAMPLES, len(x)))].mean(axis=1)
-    return float(x.mean()), float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
 def _sd(values: list[float]) -> float:
@@ -84,9 +78,8 @@ def floor_ceiling(rows: list[dict]) -> list[str]:
 
 def pairs(rows: list[dict], setting: str, a: str, b: str, key: str) -> np.ndarray:
     """The paired differences a - b of ``key`` over the seeds both arms finished in ``setting``, (n,)."""
-    by = {(r["arm"], r["seed"]): r[key] for r in rows if r["setting"] == setting}
-    seeds = sorted(s for (arm, s) in by if arm == a and (b, s) in by)
-    return np.asarray([by[(a, s)] - by[(b, s)] for s in seeds], dtype=float)
+    va, vb = side_values(rows, setting, (a,), key), side_values(rows, setting, (b,), key)
+    return np.asarray([va[s] - vb[s] for s in sorted(set(va) & set(vb))], dtype=float)
 
 
 def power_table(rows: list[dict]) -> tuple[list[str], list[dict]]:
