@@ -52,15 +52,10 @@ def next_states(rows, state, success_on="terminated_positive", cut_end="dead_end
     return out
 
 
-def distances(rows, state, after):
-    """{node: d} for every node that reaches its group's goal (the others are absent: d = inf)."""
-    into = defaultdict(set)  # node -> the nodes with an edge into it
-    for r in rows:
-        into[after[(r.traj, r.step)]].add(state[(r.traj, r.step)])
-    d, queue = {}, deque()
-    for group in {r.group for r in rows}:
-        d[("goal", group)] = 0
-        queue.append(("goal", group))
+def reverse_bfs(into, goals):
+    """{node: d}, d the fewest edges from the node to any of ``goals``, by a queue; ``into`` maps a node to the
+    nodes with an edge into it. Nodes that reach no goal are absent (d = inf)."""
+    d, queue = dict.fromkeys(goals, 0), deque(goals)
     while queue:
         node = queue.popleft()
         for previous in into[node]:
@@ -68,6 +63,14 @@ def distances(rows, state, after):
                 d[previous] = d[node] + 1
                 queue.append(previous)
     return d
+
+
+def distances(rows, state, after):
+    """{node: d} for every node that reaches its group's goal (the others are absent: d = inf)."""
+    into = defaultdict(set)  # node -> the nodes with an edge into it
+    for r in rows:
+        into[after[(r.traj, r.step)]].add(state[(r.traj, r.step)])
+    return reverse_bfs(into, [("goal", group) for group in {r.group for r in rows}])
 
 
 def step_returns(

@@ -6,12 +6,12 @@ and the refusals."""
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
+from collections import defaultdict
 
 import pytest
 import torch
 from advantage_oracle import Row, batches, columns
-from graphgpo_oracle import goal_distance, graphgpo, step_returns
+from graphgpo_oracle import goal_distance, graphgpo, reverse_bfs, step_returns
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -149,13 +149,7 @@ def test_the_vectorised_search_equals_a_queue(n_nodes, edges, goals):
     into = defaultdict(list)
     for a, b in edges:
         into[b].append(a)
-    want, queue = dict.fromkeys(goals, 0), deque(goals)
-    while queue:
-        node = queue.popleft()
-        for a in into[node]:
-            if a not in want:
-                want[a] = want[node] + 1
-                queue.append(a)
+    want = reverse_bfs(into, goals)
     src = torch.tensor([a for a, _ in edges], dtype=torch.int64)
     dst = torch.tensor([b for _, b in edges], dtype=torch.int64)
     d, levels = goal_distances(src, dst, torch.tensor(goals), n_nodes)

@@ -150,23 +150,28 @@ def test_sigterm_at_each_point_of_a_sweep_ends_its_parent_failed_and_nothing_ove
     assert all(r.info.status in ("FINISHED", "FAILED") for r in children)
 
 
+def _local_sweep(iterations: int, n_jobs: int) -> list[str]:
+    """A tiny two-seed multirun on the local (joblib) launcher: the arguments of ``_launch_until``/``_train``."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from tiny_sizes import TINY
+
+    return [
+        "-m",
+        *TINY,
+        f"trainer.iterations={iterations}",
+        "hydra/launcher=local",
+        f"hydra.launcher.n_jobs={n_jobs}",
+        "seed=0,1",
+    ]
+
+
 def test_a_sweep_killed_midway_resumes_skipping_its_finished_jobs(tmp_path):
     """SIGKILL to the launcher after its first job finished (the parent and the second job's run stay
     RUNNING); the same command with resume=true reopens that parent, skips the finished job, runs the other
     again (its dead run tagged superseded_by the new one), and ends the sweep FINISHED with one run per job."""
     import signal
 
-    sys.path.insert(0, str(REPO / "tests"))
-    from tiny_sizes import TINY
-
-    args = [
-        "-m",
-        *TINY,
-        "trainer.iterations=3",
-        "hydra/launcher=local",
-        "hydra.launcher.n_jobs=1",
-        "seed=0,1",
-    ]
+    args = _local_sweep(iterations=3, n_jobs=1)
     store = tmp_path / "mlflow.db"
     proc = _launch_until(tmp_path, args, lambda store: _child_runs(store, "FINISHED") >= 1, poll_s=0.2)
     proc.send_signal(signal.SIGKILL)
@@ -204,17 +209,7 @@ def test_sigterm_to_a_launcher_with_joblib_workers_leaves_no_job_run_running(tmp
     cannot end their runs, so the launcher ends them KILLED with the reason, and the parent FAILED."""
     import signal
 
-    sys.path.insert(0, str(REPO / "tests"))
-    from tiny_sizes import TINY
-
-    args = [
-        "-m",
-        *TINY,
-        "trainer.iterations=300",
-        "hydra/launcher=local",
-        "hydra.launcher.n_jobs=2",
-        "seed=0,1",
-    ]
+    args = _local_sweep(iterations=300, n_jobs=2)
     store = tmp_path / "mlflow.db"
     proc = _launch_until(tmp_path, args, lambda store: _child_runs(store, "RUNNING") >= 2, poll_s=0.5)
     proc.send_signal(signal.SIGTERM)
