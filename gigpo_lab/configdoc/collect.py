@@ -1,8 +1,8 @@
 """Read every config group, option and key from the schemas: type, default, allowed values and meaning.
 
 Each option of a config group (``config_paths.config_groups``: the schemas stored as options and the YAML files
-of ``conf/<group>/``) is composed with Hydra (``compose_config([f"{group}={option}"])``), so schemas, parents and
-defaults apply exactly as in a run; values are read unresolved (``${..temperature}`` stays as written). A key's
+of ``conf/<group>/``) is read as ``compose_config([f"{group}={option}"])`` gives it (``options.OptionConfigs``,
+which composes the root once), so schemas, parents and defaults apply exactly as in a run; values are read unresolved (``${..temperature}`` stays as written). A key's
 **meaning** is its schema field's ``#:`` comment, the one place a key is documented, found through the schema
 type of the composed node (``OmegaConf.get_type``); **allowed** lists the field's Enum values. An option's
 description is its schema's docstring, or for an option file its leading comment block (what the file is for;
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gigpo_lab.config_paths import config_root
+from gigpo_lab.configdoc.options import OptionConfigs
 
 Key = tuple[str | int, ...]
 #: Hydra's own keys of an instantiable node, with their meaning.
@@ -216,18 +217,18 @@ def _doc(cls: type | None) -> str:
     return " ".join((cls.__doc__ or "").split()) if dataclasses.is_dataclass(cls) else ""
 
 
-def group_option(group: str, name: str) -> Option:
-    """One option of a ``conf/`` group, composed."""
+def group_option(group: str, name: str, configs: OptionConfigs) -> Option:
+    """One option of a ``conf/`` group, composed (``configs[group, name]``)."""
     from omegaconf import OmegaConf
 
-    from gigpo_lab.config_paths import compose_config, conf_dir
+    from gigpo_lab.config_paths import conf_dir
 
     path = conf_dir() / group / f"{name}.yaml"
     path = path if path.is_file() else None
     description, package = header(path) if path else ("", None)
     written = OmegaConf.to_container(OmegaConf.load(path), resolve=False) if path else {}
     parents = [d for d in written.pop("defaults", []) if isinstance(d, str) and d != "_self_"]
-    cfg = compose_config([f"{group}={name}"])
+    cfg = configs[group, name]
     if package == "_global_":  # lightning/ddp also sets trainer.minibatch_size: its keys from the root
         tops = [k for k in written if k in cfg]
         nodes = {f"{k}.": cfg._get_node(k) for k in tops}
@@ -302,14 +303,13 @@ def raw_option(group: str, path: Path) -> Option:
     return Option(group, path.stem, path, description, rows, notes, typed=False)
 
 
-def _root_rows(conf: Path) -> tuple[list[Row], list[Row], dict[str, str]]:
+def _root_rows(conf: Path, cfg) -> tuple[list[Row], list[Row], dict[str, str]]:
     """The run-level keys (``RunKeys``: meaning and type; default: the composed config), the root's hydra keys
     as written, and the default option of each group."""
     from omegaconf import OmegaConf
 
-    from gigpo_lab.config_paths import RunKeys, compose_config
+    from gigpo_lab.config_paths import RunKeys
 
-    cfg = compose_config([])
     docs = _schema_docs(RunKeys)
     run = []
     for f in dataclasses.fields(RunKeys):
@@ -336,9 +336,11 @@ def collect(root: Path | None = None) -> Reference:
 
     root = root or config_root()
     conf = root / "conf"
-    run_keys, hydra_keys, defaults = _root_rows(conf)
+    configs = OptionConfigs()
+    run_keys, hydra_keys, defaults = _root_rows(conf, configs.root)
     groups: dict[str, list[Option]] = {
-        group: [group_option(group, name) for name in names] for group, names in config_groups().items()
+        group: [group_option(group, name, configs) for name in names]
+        for group, names in config_groups().items()
     }
     for path in sorted((conf / "hydra").rglob("*.yaml")):
         groups.setdefault(path.parent.relative_to(conf).as_posix(), []).append(
