@@ -12,6 +12,21 @@ Usage (from the repo root; the default configs are the ones the speed work must 
 
     PYTHONPATH=$PWD python experiments/bench/check_bitexact.py --base /work/base
     python experiments/bench/check_bitexact.py --base /work/base --config "trainer.iterations=3 seed=1"
+
+Besides the metrics, the weights and optimizer state of the run's final ``last.ckpt`` are compared, tensor by
+tensor (as ``ckpt/<name>`` entries holding a digest of the tensor's bytes).
+
+A resumed run: ``--then OVERRIDES`` runs each config, then resumes it from its checkpoint ``--from`` (default
+``last.ckpt``) in the same store and output folder with ``OVERRIDES`` added. From ``last.ckpt`` of a shorter run
+the store holds one run whose history spans both processes; from a checkpoint written mid-run (``iter0002.ckpt``)
+the resumed process re-runs the later iterations, whose metric points are already in the store, so there the
+final checkpoint's tensors and counters are the check (the later checkpoints are deleted before it resumes, so
+the resumed process must write them)::
+
+    python experiments/bench/check_bitexact.py --base /work/base \
+        --config "trainer.iterations=3 exploration.anneal=6 seed=0" --then "trainer.iterations=6"
+    python experiments/bench/check_bitexact.py --base /work/base \
+        --config "trainer.iterations=6 trainer.checkpoint_every=1 seed=0" --then "" --from iter0002.ckpt
 """
 
 from __future__ import annotations
@@ -46,8 +61,17 @@ def quiet_overrides(tree: Path) -> list[str]:
     return [f"{group}.num_threads=1", f"{group}.progress_bar=false"]
 
 
-def run_train(tree: Path, overrides: str, scratch: Path, python: str) -> dict[str, list[list[float]]]:
-    """Train once with ``tree`` on PYTHONPATH; return {metric: [[step, value], ...]} (timing metrics dropped)."""
+def run_train(
+    tree: Path,
+    overrides: str,
+    scratch: Path,
+    python: str,
+    then: str | None = None,
+    resume_from: str = "last.ckpt",
+) -> dict[str, list]:
+    """Train once with ``tree`` on PYTHONPATH (and, with ``then``, resume from the run's checkpoint ``resume_from``
+    with those overrides added); return {metric: [[step, value], ...]} (timing metrics dropped) plus the final
+    checkpoint's tensor digests."""
     work = Path(tempfile.mkdtemp(dir=scratch, prefix="run-"))
     db = work / "mlflow.db"
     cmd = [
@@ -59,12 +83,49 @@ def run_train(tree: Path, overrides: str, scratch: Path, python: str) -> dict[st
         *quiet_overrides(tree),
         f"tracking.uri=sqlite:///{db}",
         f"hydra.run.dir={work / 'hydra'}",
+        f"output_dir={work / 'out'}",
     ]
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"training failed with {tree}:\n{proc.stderr[-4000:]}")
-    return read_history(db)
+    stages = (
+        [cmd]
+        if then is None
+        else [cmd, [*cmd, *shlex.split(then), f"ckpt_path={work / 'out/checkpoints' / resume_from}"]]
+    )
+    for i, stage in enumerate(stages):
+        if i and resume_from != "last.ckpt":  # the resumed process must write every later checkpoint itself
+            for ckpt in (work / "out/checkpoints").glob("*.ckpt"):
+                if ckpt.name != resume_from:
+                    ckpt.unlink()
+        proc = subprocess.run(stage, env=env, cwd=work, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"training failed with {tree}:\n{proc.stderr[-4000:]}")
+    return {**read_history(db), **checkpoint_digests(work / "out/checkpoints/last.ckpt")}
+
+
+def checkpoint_digests(path: Path) -> dict[str, list]:
+    """{``ckpt/<state>/<name>``: [[dtype, shape, sha1 of the bytes]]} for every tensor of the checkpoint's model
+    and optimizer state, and its ``epoch`` and ``global_step`` counters."""
+    import torch
+
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    out: dict[str, list] = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, torch.Tensor):
+            raw = value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+            out[prefix] = [[str(value.dtype), list(value.shape), hashlib.sha1(raw).hexdigest()]]
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}/{key}", item)
+        elif isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                walk(f"{prefix}/{i}", item)
+
+    for count in ("epoch", "global_step"):
+        out[f"ckpt/{count}"] = [[ckpt.get(count)]]
+    for part in ("state_dict", "optimizer_states"):
+        walk(f"ckpt/{part}", ckpt.get(part, {}))
+    return out
 
 
 def read_history(db: Path) -> dict[str, list[list[float]]]:
@@ -103,6 +164,13 @@ def main() -> int:
     )
     parser.add_argument("--new", type=Path, default=Path.cwd(), help="the tree under test (default: cwd)")
     parser.add_argument("--config", action="append", help="Hydra overrides, one run per flag (default: two)")
+    parser.add_argument(
+        "--then",
+        help="resume each config from its checkpoint --from with these overrides added (a resumed run)",
+    )
+    parser.add_argument(
+        "--from", dest="resume_from", default="last.ckpt", help="the checkpoint --then resumes"
+    )
     parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "gigpo-bitexact")
     parser.add_argument("--python", default=sys.executable)
     args = parser.parse_args()
@@ -110,18 +178,28 @@ def main() -> int:
     failed = 0
     for overrides in args.config or DEFAULT_CONFIGS:
         base_id = tree_commit(args.base)
-        key = hashlib.sha1(f"{args.base.resolve()}|{base_id}|{overrides}".encode()).hexdigest()[:16]
+        key = hashlib.sha1(
+            f"{args.base.resolve()}|{base_id}|{overrides}|{args.then}|{args.resume_from}|ckpt2".encode()
+        ).hexdigest()[:16]
         cache = args.scratch / f"base-{key}.json"
         if cache.exists() and not base_id.endswith("-dirty"):
             old = json.loads(cache.read_text())
         else:
-            old = run_train(args.base, overrides, args.scratch, args.python)
+            old = run_train(args.base, overrides, args.scratch, args.python, args.then, args.resume_from)
             cache.write_text(json.dumps(old))
-        new = run_train(args.new, overrides, args.scratch, args.python)
+        new = run_train(args.new, overrides, args.scratch, args.python, args.then, args.resume_from)
         lines = diff_histories(old, new)
-        points = sum(len(v) for v in old.values())
+        points = sum(len(v) for k, v in old.items() if not k.startswith("ckpt/"))
+        tensors = sum(k.startswith("ckpt/") for k in old)
         verdict = "IDENTICAL" if not lines else "DIFFERENT"
-        print(f"[{verdict}] {overrides!r}: {len(old)} metrics, {points} points (base {base_id[:10]})")
+        label = (
+            overrides
+            if args.then is None
+            else f"{overrides}, then resumed from {args.resume_from} with {args.then!r}"
+        )
+        print(
+            f"[{verdict}] {label!r}: {len(old) - tensors} metrics, {points} points, {tensors} checkpoint tensors (base {base_id[:10]})"
+        )
         for line in lines[:20]:
             print("   ", line)
         failed += bool(lines)
