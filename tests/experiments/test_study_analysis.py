@@ -4,6 +4,8 @@ answer is known: a large effect is reproduced, a true null is refuted, a small s
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from experiment_scripts import EXPERIMENTS, load_script
@@ -17,7 +19,7 @@ def analysis(monkeypatch):
 
 def _rows(setting: str, arms: dict[str, np.ndarray]) -> list[dict]:
     return [
-        {"setting": setting, "arm": arm, "seed": seed, "eval_final": float(v), "eval_auc": float(v) / 2}
+        {"setting": setting, "arm": arm, "seed": seed, "eval_auc": float(v), "eval_final": float(v) / 2}
         for arm, values in arms.items()
         for seed, v in enumerate(values)
     ]
@@ -53,8 +55,10 @@ def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis)
     for r in (h1, h2, h3):
         assert r["p"] <= r["holm_p"] <= 1.0
     # the secondary metric is the same data at half scale: same signs, same p (the sign-flip test is scale-free)
-    auc = {r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], "eval_auc", 4000)}
-    assert auc["H1 frozenlake_random"]["mean_difference"] == pytest.approx(h1["mean_difference"] / 2)
+    final = {
+        r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], "eval_final", 4000)
+    }
+    assert final["H1 frozenlake_random"]["mean_difference"] == pytest.approx(h1["mean_difference"] / 2)
 
 
 def test_a_side_of_several_arms_is_their_mean_per_seed_on_shared_seeds(analysis):
@@ -63,8 +67,8 @@ def test_a_side_of_several_arms_is_their_mean_per_seed_on_shared_seeds(analysis)
         "frozenlake8x8", {w("0.5"): [0.6, 0.6, 0.6], w("1.0"): [0.9, 0.6, 0.3], w("1.5"): [0.3, 0.3, 0.3]}
     )
     rows += _rows("frozenlake8x8", {w("0.0"): [0.2, 0.2], w("2.0"): [0.4, 0.4, 0.4]})  # ω = 0 lacks seed 2
-    interior = analysis.side_values(rows, "frozenlake8x8", (w("0.5"), w("1.0"), w("1.5")), "eval_final")
-    ends = analysis.side_values(rows, "frozenlake8x8", (w("0.0"), w("2.0")), "eval_final")
+    interior = analysis.side_values(rows, "frozenlake8x8", (w("0.5"), w("1.0"), w("1.5")), "eval_auc")
+    ends = analysis.side_values(rows, "frozenlake8x8", (w("0.0"), w("2.0")), "eval_auc")
     assert interior == pytest.approx({0: 0.6, 1: 0.5, 2: 0.4})
     assert ends == pytest.approx({0: 0.3, 1: 0.3})
     records = analysis.analyse(rows, analysis.FAMILIES["omega"], resamples=1000)
@@ -84,3 +88,14 @@ def test_a_side_of_several_arms_is_their_mean_per_seed_on_shared_seeds(analysis)
 )
 def test_the_verdict_rule(analysis, holm_p, mean, high, expected):
     assert analysis.verdict(holm_p, mean, high, alpha=0.05, delta=0.05) == expected
+
+
+def test_the_code_analyses_what_the_preregistration_states(analysis):
+    """The constants the verdicts come from are the ones PREREGISTRATION.md states in words: its primary metric,
+    δ and the family-wise α."""
+    text = (EXPERIMENTS / "PREREGISTRATION.md").read_text()
+    metric = re.search(r"\*\*Primary metric: `eval/(\w+)`", text).group(1)
+    delta = re.search(r"\*\*The smallest effect worth detecting: δ = (\d\.\d+)\*\*", text).group(1)
+    assert analysis.METRIC == f"eval_{metric}" and analysis.SECONDARY != analysis.METRIC
+    assert analysis.DELTA == float(delta)
+    assert f"family-wise {analysis.ALPHA}" in text
