@@ -89,13 +89,18 @@ def verdict(holm_p: float, mean: float, high: float, alpha: float = ALPHA, delta
 def analyse(
     rows: list[dict], family: list[Contrast], metric: str = METRIC, resamples: int = 50_000
 ) -> list[dict]:
-    """One record per contrast of the family whose arms have at least 2 shared seeds."""
+    """One record per contrast of the family. Holm's correction is over the whole family as registered: a
+    contrast whose arms share fewer than 2 seeds (not run yet, or lost) enters it with p = 1, which can only
+    raise the others' adjusted p (Holm's adjusted p-values never decrease when another p-value grows), and gets
+    the verdict ``not run``."""
     rng = np.random.default_rng(SEED)
     records = []
     for c in family:
         a, b = side_values(rows, c.setting, c.a, metric), side_values(rows, c.setting, c.b, metric)
         seeds = sorted(set(a) & set(b))
         if len(seeds) < 2:
+            records.append({"contrast": c.name, "setting": c.setting, "a": list(c.a), "b": list(c.b)})
+            records[-1].update({"metric": metric, "n": len(seeds), "p": 1.0})
             continue
         result = paired_contrast(
             np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds]), resamples=resamples, rng=rng
@@ -122,7 +127,10 @@ def analyse(
     adjusted = holm(np.array([r["p"] for r in records])) if records else []
     for record, p in zip(records, adjusted, strict=True):
         record["holm_p"] = float(p)
-        record["verdict"] = verdict(float(p), record["mean_difference"], record["ci"][1])
+        if "mean_difference" in record:
+            record["verdict"] = verdict(float(p), record["mean_difference"], record["ci"][1])
+        else:
+            record["verdict"] = "not run"
     return records
 
 
@@ -132,6 +140,10 @@ def table(records: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
+        if r["verdict"] == "not run":
+            lines.append(f"| {r['contrast']} | {' + '.join(r['a'])} | {' + '.join(r['b'])} | {r['n']} | "
+                         "| | | | | not run |")  # fmt: skip
+            continue
         lo, hi = r["ci"]
         plo, phi = r["improvement_ci"]
         lines.append(

@@ -42,7 +42,9 @@ def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis)
     # RLOO on 3 seeds only, with a true +0.1 under large noise: inconclusive
     rows += _rows("frozenlake_random", {"rloo": base[:3] + rng.normal(0, 0.3, 3)})
     records = {r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], resamples=4000)}
-    assert set(records) == {"H1 frozenlake_random", "H2 frozenlake_random", "H3 frozenlake_random"}
+    ran = {name for name, r in records.items() if r["verdict"] != "not run"}
+    assert ran == {"H1 frozenlake_random", "H2 frozenlake_random", "H3 frozenlake_random"}
+    assert len(records) == 8  # the other settings' 5 contrasts enter Holm with p = 1
     h1, h2, h3 = (records[f"H{i} frozenlake_random"] for i in (1, 2, 3))
     assert (
         h1["verdict"] == "reproduced"
@@ -51,9 +53,12 @@ def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis)
     )
     assert h2["verdict"] == "refuted" and h2["ci"][1] < analysis.DELTA
     assert h3["verdict"] == "inconclusive at this power" and h3["n"] == 3
-    # Holm over the three: the adjusted p is never below the raw one, and at most 1
+    # Holm over the registered eight: the adjusted p is never below the raw one, and at most 1; the smallest
+    # p of the three is the family's smallest, so its adjusted p is 8 times it
     for r in (h1, h2, h3):
         assert r["p"] <= r["holm_p"] <= 1.0
+    smallest = min((h1, h2, h3), key=lambda r: r["p"])
+    assert smallest["holm_p"] == pytest.approx(min(1.0, 8 * smallest["p"]))
     # the secondary metric is the same data at half scale: same signs, same p (the sign-flip test is scale-free)
     final = {
         r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], "eval_final", 4000)
@@ -72,8 +77,12 @@ def test_a_side_of_several_arms_is_their_mean_per_seed_on_shared_seeds(analysis)
     assert interior == pytest.approx({0: 0.6, 1: 0.5, 2: 0.4})
     assert ends == pytest.approx({0: 0.3, 1: 0.3})
     records = analysis.analyse(rows, analysis.FAMILIES["omega"], resamples=1000)
-    assert [r["contrast"] for r in records] == ["H4 frozenlake8x8"]  # the other setting has no runs
-    assert records[0]["seeds"] == [0, 1] and records[0]["mean_difference"] == pytest.approx(0.25)
+    ran, missing = records[1], records[0]
+    assert (missing["contrast"], missing["verdict"]) == ("H4 frozenlake_random", "not run")  # no runs there
+    assert ran["seeds"] == [0, 1] and ran["mean_difference"] == pytest.approx(0.25)
+    # Holm over the registered family of 2: the missing contrast counts with p = 1
+    assert ran["holm_p"] == pytest.approx(min(1.0, 2 * ran["p"]))
+    assert "not run" in "\n".join(analysis.table(records))
 
 
 @pytest.mark.parametrize(
