@@ -12,6 +12,10 @@ within the family, and a verdict by the rule fixed before any confirmatory run:
   large in the claimed direction is excluded (this includes a significant difference the other way);
 - **inconclusive at this power**: anything else.
 
+While some contrasts of a family have not run, they enter Holm's correction with p = 1, which gives every other
+contrast its highest possible adjusted p. A verdict that would differ if the missing p-values were 0 (its
+lowest possible adjusted p) is marked **(provisional)**; every other verdict is final.
+
 A side of a contrast is one arm or several (the ω family's interior against its ends): per seed, the mean of
 the side's arms on that seed; a seed counts when every arm of both sides finished it. Writes
 ``analysis.md`` and ``analysis.json`` (each contrast's per-seed pairs, so every number can be re-derived).
@@ -125,12 +129,17 @@ def analyse(
             }  # fmt: skip
         )
     adjusted = holm(np.array([r["p"] for r in records])) if records else []
-    for record, p in zip(records, adjusted, strict=True):
+    # the lowest Holm p the missing contrasts could leave each one (they enter with p = 0 instead of 1)
+    lowest = holm(np.array([r["p"] if "mean_difference" in r else 0.0 for r in records])) if records else []
+    for record, p, low in zip(records, adjusted, lowest, strict=True):
         record["holm_p"] = float(p)
-        if "mean_difference" in record:
-            record["verdict"] = verdict(float(p), record["mean_difference"], record["ci"][1])
-        else:
+        if "mean_difference" not in record:
             record["verdict"] = "not run"
+            continue
+        record["verdict"] = verdict(float(p), record["mean_difference"], record["ci"][1])
+        could_change = verdict(float(low), record["mean_difference"], record["ci"][1]) != record["verdict"]
+        if could_change:  # the family is incomplete and its other p-values decide this one
+            record["verdict"] += " (provisional)"
     return records
 
 

@@ -108,3 +108,28 @@ def test_the_code_analyses_what_the_preregistration_states(analysis):
     assert analysis.METRIC == f"eval_{metric}" and analysis.SECONDARY != analysis.METRIC
     assert analysis.DELTA == float(delta)
     assert f"family-wise {analysis.ALPHA}" in text
+
+
+def test_a_verdict_the_missing_contrasts_could_change_is_provisional(analysis):
+    """With 5 of the primary family's 8 contrasts missing, a small significant gain (Holm p above 0.05 over 8,
+    below it if the others were all tiny) is refuted provisionally; a clear null and a gain the other way are
+    final."""
+    rng = np.random.default_rng(3)
+    n = 60
+    base = rng.uniform(0.2, 0.4, n)
+    z = rng.normal(0, 1, n)
+    z = (z - z.mean()) / z.std(ddof=1)  # exactly mean 0, sd 1: t = 0.02 / (0.06 / sqrt(60)) = 2.58, p ~0.012
+    rows = _rows(
+        "frozenlake_random",
+        {
+            "grpo": base,
+            "gigpo": base + 0.02 + 0.06 * z,  # 8p > 0.05 > 3p: refuted over 8, reproduced if 5 others were 0
+            "gigpo_placebo": base + 0.02 + rng.normal(0, 0.06, n),
+            "rloo": base + 0.06 + rng.normal(0, 0.06, n),  # RLOO better: refuted whatever the rest
+        },
+    )
+    records = {r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], resamples=4000)}
+    h1, h2, h3 = (records[f"H{i} frozenlake_random"] for i in (1, 2, 3))
+    assert 0.05 / 8 < h1["p"] < 0.05 / 3 and h1["holm_p"] >= 0.05
+    assert h1["verdict"] == "refuted (provisional)"
+    assert h2["verdict"] == "refuted" and h3["verdict"] == "refuted" and h3["mean_difference"] < 0
