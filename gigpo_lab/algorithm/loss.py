@@ -335,7 +335,7 @@ class LossConfig:
     #: Weight of the entropy bonus subtracted from the loss; 0 = off, the default: the count bonus of
     #: ``exploration`` does the exploring, and a fixed entropy bonus under Adam keeps pushing a policy whose
     #: groups are all flat towards uniform, so GRPO's greedy policy drifted into loops (docs/WHY_RUNS_FAIL.md).
-    #: The published studies of experiments/RESULTS.md (tag study-v1) were measured with 0.01.
+    #: The withdrawn study run at b8f873d (experiments/RESULTS.md, "The earlier study") was measured with 0.01.
     entropy_coef: float = default_of(PolicyLoss, "entropy_coef")
     #: c1 >= 0, weight of the critic's loss 0.5 * max((V - R)^2, (V_clip - R)^2) in the one loss that trains the
     #: policy and its value head together (PPO's shared-parameter objective, arXiv 1707.06347 eq. 9; c1 = 1 as
