@@ -143,7 +143,8 @@ def analyse(
     return records
 
 
-def table(records: list[dict]) -> list[str]:
+def table(records: list[dict], confirmatory: bool = True) -> list[str]:
+    """The records as a Markdown table; on a secondary metric (``confirmatory=False``) without verdicts."""
     lines = [
         "| contrast | A | B | n | mean A - B [95% CI] | P(A > B) [95% CI] | d_z | p | Holm p | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -158,7 +159,7 @@ def table(records: list[dict]) -> list[str]:
         lines.append(
             f"| {r['contrast']} | {' + '.join(r['a'])} | {' + '.join(r['b'])} | {r['n']} | "
             f"{r['mean_difference']:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['improvement']:.2f} [{plo:.2f}, {phi:.2f}] | "
-            f"{r['d_z']:.2f} | {r['p']:.4f} | {r['holm_p']:.4f} | {r['verdict']} |"
+            f"{r['d_z']:.2f} | {r['p']:.4f} | {r['holm_p']:.4f} | {r['verdict'] if confirmatory else '—'} |"
         )
     return lines
 
@@ -182,7 +183,7 @@ def main() -> None:
             records = analyse(rows, family, metric)
             out[f"{name}/{metric}"] = records
             role = "primary metric" if metric == METRIC else "secondary metric, not confirmatory"
-            text += [f"## Family {name}: {metric} ({role})", "", *table(records), ""]
+            text += [f"## Family {name}: {metric} ({role})", "", *table(records, metric == METRIC), ""]
     text += [f"- {n}" for n in notes]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "analysis.json").write_text(json.dumps(out, indent=1) + "\n")

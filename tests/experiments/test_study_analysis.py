@@ -64,6 +64,8 @@ def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis)
         r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], "eval_final", 4000)
     }
     assert final["H1 frozenlake_random"]["mean_difference"] == pytest.approx(h1["mean_difference"] / 2)
+    secondary = analysis.table(list(final.values()), confirmatory=False)
+    assert not any(v in line for line in secondary[2:] for v in ("reproduced", "refuted", "inconclusive"))
 
 
 def test_a_side_of_several_arms_is_their_mean_per_seed_on_shared_seeds(analysis):
