@@ -13,7 +13,7 @@ entry, and only these are read (anything else raises, so a new form is noticed):
 - ``<name>``: another option of the same group, which this one extends;
 - ``<name>@<key>``: in a ``_global_`` option, an option of group ``<key>`` placed at ``<key>``.
 
-``tests/docs/test_config_md.py`` checks the result against Hydra's own composition for every option.
+``tests/configdoc/test_option_configs.py`` checks the result against Hydra's own composition for every option.
 """
 
 from __future__ import annotations
@@ -29,13 +29,23 @@ def _stored(path: str):
 
 
 def _package(path) -> str | None:
+    """The file's ``# @package``, read as Hydra reads a header: blank lines skipped, stopping at the first line
+    that is not ``# @...``. Only ``_global_`` (or none) is read; any other package raises."""
+    import re
+
+    package = None
     for line in path.read_text().splitlines():
         text = line.strip()
-        if not text.startswith("#"):
-            return None
-        if text[1:].strip().startswith("@package"):
-            return text[1:].strip().split(None, 1)[1].strip()
-    return None
+        if not text:
+            continue
+        if not re.match(r"#\s*@", text):
+            break
+        key, _, value = text.lstrip("#").strip().partition(" ")
+        if key == "@package":
+            package = value.strip()
+    if package not in (None, "_global_"):
+        raise ValueError(f"{path}: package {package!r} is not one the docs can read (module doc)")
+    return package
 
 
 def option_node(group: str, name: str):
@@ -61,7 +71,7 @@ def option_node(group: str, name: str):
         elif not target.startswith("/") and not package:
             parts.append(option_node(group, target))
         elif not target.startswith("/") and _package(path) == "_global_" and "." not in package:
-            parts.append(OmegaConf.create({package: option_node(package, target)}))
+            parts.append(OmegaConf.create({package: option_node(group, target)}))
         else:
             raise ValueError(f"{path}: defaults entry {entry!r} is not one the docs can read (module doc)")
     return OmegaConf.merge(*parts)
@@ -72,8 +82,14 @@ class OptionConfigs:
     (unresolved), built from one composition of the root."""
 
     def __init__(self) -> None:
+        from omegaconf import OmegaConf
+
         register_schemas()
         self.root = compose_config([])
+        #: the root's groups in the order its defaults list composes them
+        written = OmegaConf.load(conf_dir() / "config.yaml").get("defaults", [])
+        keys = [next(iter(e)) for e in written if not isinstance(e, str) and len(e) == 1]
+        self.groups = [k.removeprefix("optional ") for k in keys if not k.startswith("override ")]
 
     def __getitem__(self, key: tuple[str, str]):
         from omegaconf import OmegaConf, open_dict
@@ -83,8 +99,18 @@ class OptionConfigs:
         node = option_node(group, name)
         path = conf_dir() / group / f"{name}.yaml"
         if path.is_file() and _package(path) == "_global_":
-            with open_dict(cfg):
-                return OmegaConf.merge(cfg, node)
+            later = self.groups[self.groups.index(group) + 1 :] if group in self.groups else self.groups
+            if clash := sorted(set(node) & set(later)):
+                raise ValueError(
+                    f"{path}: sets {clash}, groups the root composes after {group!r}; the docs merge a _global_ "
+                    "option last, so they cannot read it"
+                )
+            with open_dict(cfg):  # as in a run, the group's default option is replaced, not merged under
+                if group in node:
+                    cfg[group] = node[group]
+                else:
+                    del cfg[group]
+                return OmegaConf.merge(cfg, {k: v for k, v in node.items_ex(resolve=False) if k != group})
         with open_dict(cfg):
             cfg[group] = node
         return cfg

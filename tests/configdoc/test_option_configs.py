@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from gigpo_lab.config_paths import compose_config, config_groups
+from gigpo_lab.config_paths import compose_config, conf_dir, config_groups
 from gigpo_lab.configdoc import options
 from gigpo_lab.configdoc.options import OptionConfigs, option_node
 
+CONF = conf_dir()
 OPTIONS = [(group, name) for group, names in config_groups().items() for name in names]
 
 
@@ -46,11 +47,59 @@ def test_the_root_is_not_changed_by_reading_options(configs):
     assert OmegaConf.to_yaml(configs.root, resolve=False) == before == OmegaConf.to_yaml(compose_config([]))
 
 
-def test_a_defaults_entry_it_cannot_read_is_refused_by_name(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("package", "entry"),
+    [
+        ("", "{x: y}"),  # not a string
+        ("", "/schema/env/frozenlake"),  # a stored schema not at _here_
+        ("", "frozenlake@other"),  # a placed option in a file that is not _global_
+        ("# @package _global_\n", "frozenlake@a.b"),  # a dotted package
+    ],
+)
+def test_a_defaults_entry_it_cannot_read_is_refused_by_name(tmp_path, monkeypatch, package, entry):
     (tmp_path / "env").mkdir()
-    (tmp_path / "env" / "odd.yaml").write_text(
-        "defaults:\n  - /hydra/launcher@x: local\n  - _self_\nname: odd\n"
-    )
+    (tmp_path / "env" / "odd.yaml").write_text(f"{package}defaults:\n  - {entry}\n  - _self_\nname: odd\n")
     monkeypatch.setattr(options, "conf_dir", lambda: tmp_path)
     with pytest.raises(ValueError, match=r"odd\.yaml: defaults entry .* is not one the docs can read"):
         option_node("env", "odd")
+
+
+def test_a_placed_option_is_looked_up_in_the_files_own_group(configs, tmp_path, monkeypatch):
+    """``gpu@elsewhere`` in a ``_global_`` option of ``lightning`` is ``lightning/gpu`` placed at ``elsewhere``."""
+    want = option_node("lightning", "gpu")
+    (tmp_path / "lightning").mkdir()
+    (tmp_path / "lightning" / "gpu.yaml").write_text((CONF / "lightning" / "gpu.yaml").read_text())
+    (tmp_path / "lightning" / "odd.yaml").write_text("# @package _global_\ndefaults:\n  - gpu@elsewhere\n")
+    monkeypatch.setattr(options, "conf_dir", lambda: tmp_path)
+    got = option_node("lightning", "odd")
+    assert list(got) == ["elsewhere"]
+    assert OmegaConf.to_yaml(got.elsewhere, resolve=False) == OmegaConf.to_yaml(want, resolve=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            "# @package _global_\ntracking:\n  experiment: x\n",
+            r"sets \['tracking'\], groups the root composes after",
+        ),
+        ("# @package lightning.inner\naccelerator: cpu\n", r"package 'lightning.inner' is not one the docs"),
+    ],
+)
+def test_an_option_the_docs_would_misread_is_refused(configs, tmp_path, monkeypatch, text, error):
+    (tmp_path / "lightning").mkdir()
+    (tmp_path / "lightning" / "odd.yaml").write_text(text)
+    (tmp_path / "config.yaml").write_text((CONF / "config.yaml").read_text())
+    monkeypatch.setattr(options, "conf_dir", lambda: tmp_path)
+    with pytest.raises(ValueError, match=error):
+        configs["lightning", "odd"]
+
+
+def test_hydra_reads_a_package_only_in_the_leading_header(tmp_path):
+    """Hydra stops reading the header at the first line that is not ``# @...``: a later ``# @package`` is a
+    comment, for Hydra and here."""
+    path = tmp_path / "x.yaml"
+    path.write_text("\n# @package _global_\na: 1\n")
+    assert options._package(path) == "_global_"
+    path.write_text("# a description\n# @package _global_\na: 1\n")
+    assert options._package(path) is None
