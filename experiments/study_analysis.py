@@ -12,9 +12,10 @@ within the family, and a verdict by the rule fixed before any confirmatory run:
   large in the claimed direction is excluded (this includes a significant difference the other way);
 - **inconclusive at this power**: anything else.
 
-While some contrasts of a family have not run, they enter Holm's correction with p = 1, which gives every other
-contrast its highest possible adjusted p. A verdict that would differ if the missing p-values were 0 (its
-lowest possible adjusted p) is marked **(provisional)**; every other verdict is final.
+While some contrasts of a family have not run all their seeds, they enter Holm's correction with p = 1, which
+gives every other contrast its highest possible adjusted p. A verdict that would differ if those p-values were 0
+(its lowest possible adjusted p), or whose own contrast has not run all its seeds, is marked **(provisional)**;
+every other verdict is final.
 
 A side of a contrast is one arm or several (the ω family's interior against its ends): per seed, the mean of
 the side's arms on that seed; a seed counts when every arm of both sides finished it. Writes
@@ -38,6 +39,7 @@ DELTA = 0.10  #: the smallest effect worth detecting, in units of the primary me
 METRIC = "eval_auc"  #: the primary metric (study_runs.METRICS key)
 SECONDARY = "eval_final"  #: reported beside it for every contrast, not confirmatory
 SEED = 20261204  #: the analysis's bootstrap and sign-flip stream
+N_SEEDS = 60  #: seeds per arm (PREREGISTRATION.md, "Power"); a contrast with fewer is still running
 
 
 class Contrast(NamedTuple):
@@ -91,12 +93,18 @@ def verdict(holm_p: float, mean: float, high: float, alpha: float = ALPHA, delta
 
 
 def analyse(
-    rows: list[dict], family: list[Contrast], metric: str = METRIC, resamples: int = 50_000
+    rows: list[dict],
+    family: list[Contrast],
+    metric: str = METRIC,
+    resamples: int = 50_000,
+    planned: int = N_SEEDS,
 ) -> list[dict]:
-    """One record per contrast of the family. Holm's correction is over the whole family as registered: a
-    contrast whose arms share fewer than 2 seeds (not run yet, or lost) enters it with p = 1, which can only
-    raise the others' adjusted p (Holm's adjusted p-values never decrease when another p-value grows), and gets
-    the verdict ``not run``."""
+    """One record per contrast of the family. Holm's correction is over the whole family as registered. A
+    contrast whose arms share fewer than 2 seeds (not run yet, or lost) gets the verdict ``not run``. For each
+    contrast, the others that have fewer than ``planned`` seeds enter Holm with p = 1. That gives its highest
+    adjusted p (Holm's adjusted p-values never decrease when another p-value grows), which is reported. A
+    verdict is marked provisional when its own contrast is short of ``planned`` seeds, or when it would differ
+    with those others at p = 0. On a secondary metric the verdict is None."""
     rng = np.random.default_rng(SEED)
     records = []
     for c in family:
@@ -128,23 +136,33 @@ def analyse(
                 "p": result.p_value,
             }  # fmt: skip
         )
-    adjusted = holm(np.array([r["p"] for r in records])) if records else []
-    # the lowest Holm p the missing contrasts could leave each one (they enter with p = 0 instead of 1)
-    lowest = holm(np.array([r["p"] if "mean_difference" in r else 0.0 for r in records])) if records else []
-    for record, p, low in zip(records, adjusted, lowest, strict=True):
-        record["holm_p"] = float(p)
+    for i, record in enumerate(records):
         if "mean_difference" not in record:
-            record["verdict"] = "not run"
+            record.update({"holm_p": 1.0, "verdict": "not run"})
             continue
-        record["verdict"] = verdict(float(p), record["mean_difference"], record["ci"][1])
-        could_change = verdict(float(low), record["mean_difference"], record["ci"][1]) != record["verdict"]
-        if could_change:  # the family is incomplete and its other p-values decide this one
-            record["verdict"] += " (provisional)"
+        # the other contrasts still running (fewer than ``planned`` seeds, or none) may end anywhere in [0, 1]:
+        # at 1 they give this one its highest Holm p, at 0 its lowest
+        others = [j != i and records[j]["n"] < planned for j in range(len(records))]
+        raw = np.array([r["p"] for r in records])
+        high = float(holm(np.where(others, 1.0, raw))[i])
+        low = float(holm(np.where(others, 0.0, raw))[i])
+        record["holm_p"] = high
+        if metric != METRIC:
+            record["verdict"] = None  # only the primary metric is confirmatory
+            continue
+        record["verdict"] = verdict(high, record["mean_difference"], record["ci"][1])
+        if (
+            record["n"] < planned
+            or verdict(low, record["mean_difference"], record["ci"][1]) != record["verdict"]
+        ):
+            record["verdict"] += (
+                " (provisional)"  # its own seeds, or the family's other p-values, may change it
+            )
     return records
 
 
-def table(records: list[dict], confirmatory: bool = True) -> list[str]:
-    """The records as a Markdown table; on a secondary metric (``confirmatory=False``) without verdicts."""
+def table(records: list[dict]) -> list[str]:
+    """The records as a Markdown table (a dash where a secondary metric has no verdict)."""
     lines = [
         "| contrast | A | B | n | mean A - B [95% CI] | P(A > B) [95% CI] | d_z | p | Holm p | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -159,7 +177,7 @@ def table(records: list[dict], confirmatory: bool = True) -> list[str]:
         lines.append(
             f"| {r['contrast']} | {' + '.join(r['a'])} | {' + '.join(r['b'])} | {r['n']} | "
             f"{r['mean_difference']:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['improvement']:.2f} [{plo:.2f}, {phi:.2f}] | "
-            f"{r['d_z']:.2f} | {r['p']:.4f} | {r['holm_p']:.4f} | {r['verdict'] if confirmatory else '—'} |"
+            f"{r['d_z']:.2f} | {r['p']:.4f} | {r['holm_p']:.4f} | {r['verdict'] or '—'} |"
         )
     return lines
 
@@ -183,7 +201,7 @@ def main() -> None:
             records = analyse(rows, family, metric)
             out[f"{name}/{metric}"] = records
             role = "primary metric" if metric == METRIC else "secondary metric, not confirmatory"
-            text += [f"## Family {name}: {metric} ({role})", "", *table(records, metric == METRIC), ""]
+            text += [f"## Family {name}: {metric} ({role})", "", *table(records), ""]
     text += [f"- {n}" for n in notes]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "analysis.json").write_text(json.dumps(out, indent=1) + "\n")

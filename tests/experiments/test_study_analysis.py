@@ -41,7 +41,10 @@ def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis)
     )
     # RLOO on 3 seeds only, with a true +0.1 under large noise: inconclusive
     rows += _rows("frozenlake_random", {"rloo": base[:3] + rng.normal(0, 0.3, 3)})
-    records = {r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], resamples=4000)}
+    records = {
+        r["contrast"]: r
+        for r in analysis.analyse(rows, analysis.FAMILIES["primary"], resamples=4000, planned=n)
+    }
     ran = {name for name, r in records.items() if r["verdict"] != "not run"}
     assert ran == {"H1 frozenlake_random", "H2 frozenlake_random", "H3 frozenlake_random"}
     assert len(records) == 8  # the other settings' 5 contrasts enter Holm with p = 1
@@ -52,7 +55,7 @@ def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis)
         and h1["mean_difference"] == pytest.approx(0.15, abs=0.03)
     )
     assert h2["verdict"] == "refuted" and h2["ci"][1] < analysis.DELTA
-    assert h3["verdict"] == "inconclusive at this power" and h3["n"] == 3
+    assert h3["verdict"] == "inconclusive at this power (provisional)" and h3["n"] == 3  # 3 of its 40 seeds
     # Holm over the registered eight: the adjusted p is never below the raw one, and at most 1; the smallest
     # p of the three is the family's smallest, so its adjusted p is 8 times it
     for r in (h1, h2, h3):
@@ -64,7 +67,8 @@ def test_the_primary_family_gets_each_verdict_where_the_truth_is_known(analysis)
         r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], "eval_final", 4000)
     }
     assert final["H1 frozenlake_random"]["mean_difference"] == pytest.approx(h1["mean_difference"] / 2)
-    secondary = analysis.table(list(final.values()), confirmatory=False)
+    assert {r["verdict"] for r in final.values()} == {None, "not run"}  # not confirmatory: no verdicts
+    secondary = analysis.table(list(final.values()))
     assert not any(v in line for line in secondary[2:] for v in ("reproduced", "refuted", "inconclusive"))
 
 
@@ -135,3 +139,17 @@ def test_a_verdict_the_missing_contrasts_could_change_is_provisional(analysis):
     assert 0.05 / 8 < h1["p"] < 0.05 / 3 and h1["holm_p"] >= 0.05
     assert h1["verdict"] == "refuted (provisional)"
     assert h2["verdict"] == "refuted" and h3["verdict"] == "refuted" and h3["mean_difference"] < 0
+
+
+def test_a_contrast_short_of_its_seeds_is_provisional_and_bounds_the_others_from_both_sides(analysis):
+    """H1 has 30 of its 60 seeds: its own verdict is provisional, and for H2 it counts as p in [0, 1]."""
+    rng = np.random.default_rng(5)
+    base = rng.uniform(0.2, 0.4, 60)
+    rows = _rows("frozenlake_random", {"gigpo": base + 0.3, "gigpo_placebo": base + rng.normal(0, 0.05, 60)})
+    rows += _rows("frozenlake_random", {"grpo": base[:30]})  # only seeds 0-29 of GRPO so far
+    records = {r["contrast"]: r for r in analysis.analyse(rows, analysis.FAMILIES["primary"], resamples=4000)}
+    h1, h2 = records["H1 frozenlake_random"], records["H2 frozenlake_random"]
+    assert h1["n"] == 30 and h1["verdict"] == "reproduced (provisional)"
+    assert h2["n"] == 60 and h2["verdict"] == "reproduced"  # a huge gain: reproduced however the rest ends
+    # H2's reported Holm p treats the 7 others (H1 included) as p = 1: its rank is first, so 8 times its p
+    assert h2["holm_p"] == pytest.approx(min(1.0, 8 * h2["p"]))
