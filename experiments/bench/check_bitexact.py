@@ -20,8 +20,8 @@ A resumed run: ``--then OVERRIDES`` runs each config, then resumes it from its c
 ``last.ckpt``) in the same store and output folder with ``OVERRIDES`` added. From ``last.ckpt`` of a shorter run
 the store holds one run whose history spans both processes; from a checkpoint written mid-run (``iter0002.ckpt``)
 the resumed process re-runs the later iterations, whose metric points are already in the store, so there the
-final checkpoint's tensors and counters are the check (the later checkpoints are deleted before it resumes, so
-the resumed process must write them)::
+final checkpoint's tensors and counters are the check. Before it resumes, the checkpoint it resumes from is
+renamed and every other one deleted, so the final ``last.ckpt`` is always the resumed process's own::
 
     python experiments/bench/check_bitexact.py --base /work/base \
         --config "trainer.iterations=3 exploration.anneal=6 seed=0" --then "trainer.iterations=6"
@@ -89,12 +89,16 @@ def run_train(
     stages = (
         [cmd]
         if then is None
-        else [cmd, [*cmd, *shlex.split(then), f"ckpt_path={work / 'out/checkpoints' / resume_from}"]]
+        else [cmd, [*cmd, *shlex.split(then), f"ckpt_path={work / 'out/checkpoints/resume_from.ckpt'}"]]
     )
     for i, stage in enumerate(stages):
-        if i and resume_from != "last.ckpt":  # the resumed process must write every later checkpoint itself
-            for ckpt in (work / "out/checkpoints").glob("*.ckpt"):
-                if ckpt.name != resume_from:
+        if i:  # the resumed process must write every later checkpoint, last.ckpt included, itself
+            folder = work / "out/checkpoints"
+            if not (folder / resume_from).is_file():
+                sys.exit(f"--from {resume_from}: the first run wrote no such checkpoint in {folder}")
+            (folder / resume_from).rename(folder / "resume_from.ckpt")
+            for ckpt in folder.glob("*.ckpt"):
+                if ckpt.name != "resume_from.ckpt":
                     ckpt.unlink()
         proc = subprocess.run(stage, env=env, cwd=work, capture_output=True, text=True)
         if proc.returncode != 0:
