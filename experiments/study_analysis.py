@@ -136,6 +136,7 @@ def analyse(
                 "p": result.p_value,
             }  # fmt: skip
         )
+    raw = np.array([r["p"] for r in records])
     for i, record in enumerate(records):
         if "mean_difference" not in record:
             record.update({"holm_p": 1.0, "verdict": "not run"})
@@ -143,7 +144,6 @@ def analyse(
         # the other contrasts still running (fewer than ``planned`` seeds, or none) may end anywhere in [0, 1]:
         # at 1 they give this one its highest Holm p, at 0 its lowest
         others = [j != i and records[j]["n"] < planned for j in range(len(records))]
-        raw = np.array([r["p"] for r in records])
         high = float(holm(np.where(others, 1.0, raw))[i])
         low = float(holm(np.where(others, 0.0, raw))[i])
         record["holm_p"] = high
