@@ -33,6 +33,7 @@ import numpy as np
 import study_runs
 
 from gigpo_lab.analysis.paired import holm, paired_contrast
+from gigpo_lab.analysis.stats import mean_estimate
 
 ALPHA = 0.05  #: family-wise error rate of each family
 DELTA = 0.10  #: the smallest effect worth detecting, in units of the primary metric (success rate)
@@ -161,6 +162,31 @@ def analyse(
     return records
 
 
+def arms(rows: list[dict]) -> list[dict]:
+    """Per (setting, arm), in the order first seen: its finished seeds and the mean of each metric with its 95%
+    bootstrap CI over seeds (descriptive, not a contrast)."""
+    out = {}
+    for r in rows:
+        out.setdefault((r["setting"], r["arm"]), []).append(r)
+    records = []
+    for (setting, arm), runs in out.items():
+        record = {"setting": setting, "arm": arm, "n": len(runs)}
+        for metric in (METRIC, SECONDARY):
+            e = mean_estimate([np.array([r[metric] for r in runs])])
+            record[metric] = [e.value, e.low, e.high]
+        records.append(record)
+    return records
+
+
+def arm_table(records: list[dict]) -> list[str]:
+    """The ``arms`` records as a Markdown table."""
+    lines = [f"| setting | arm | n | {METRIC} [95% CI] | {SECONDARY} [95% CI] |", "|---|---|---|---|---|"]
+    for r in records:
+        cells = [f"{v:.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in (r[METRIC], r[SECONDARY])]
+        lines.append(f"| {r['setting']} | {r['arm']} | {r['n']} | {cells[0]} | {cells[1]} |")
+    return lines
+
+
 def table(records: list[dict]) -> list[str]:
     """The records as a Markdown table (a dash where a secondary metric has no verdict)."""
     lines = [
@@ -202,6 +228,8 @@ def main() -> None:
             out[f"{name}/{metric}"] = records
             role = "primary metric" if metric == METRIC else "secondary metric, not confirmatory"
             text += [f"## Family {name}: {metric} ({role})", "", *table(records), ""]
+    out["arms"] = arms(rows)
+    text += ["## Arms: each arm's mean over its finished seeds (descriptive)", "", *arm_table(out["arms"]), ""]
     text += [f"- {n}" for n in notes]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "analysis.json").write_text(json.dumps(out, indent=1) + "\n")

@@ -153,3 +153,14 @@ def test_a_contrast_short_of_its_seeds_is_provisional_and_bounds_the_others_from
     assert h2["n"] == 60 and h2["verdict"] == "reproduced"  # a huge gain: reproduced however the rest ends
     # H2's reported Holm p treats the 7 others (H1 included) as p = 1: its rank is first, so 8 times its p
     assert h2["holm_p"] == pytest.approx(min(1.0, 8 * h2["p"]))
+
+
+def test_each_arm_gets_its_mean_and_a_ci_that_covers_it(analysis):
+    rows = _rows("frozenlake_random", {"gigpo": np.array([0.2, 0.4, 0.6]), "grpo": np.array([0.5, 0.5])})
+    records = {r["arm"]: r for r in analysis.arms(rows)}
+    assert records["gigpo"]["n"] == 3 and records["grpo"]["n"] == 2
+    value, low, high = records["gigpo"]["eval_auc"]
+    assert value == pytest.approx(0.4) and 0.2 <= low < value < high <= 0.6
+    assert records["gigpo"]["eval_final"][0] == pytest.approx(0.2)  # the other metric, its own values
+    assert records["grpo"]["eval_auc"] == pytest.approx([0.5, 0.5, 0.5])  # constant: a zero-width CI
+    assert analysis.arm_table(analysis.arms(rows))[2].startswith("| frozenlake_random | gigpo | 3 | 0.400 [")
