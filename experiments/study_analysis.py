@@ -229,7 +229,12 @@ def main() -> None:
             role = "primary metric" if metric == METRIC else "secondary metric, not confirmatory"
             text += [f"## Family {name}: {metric} ({role})", "", *table(records), ""]
     out["arms"] = arms(rows)
-    text += ["## Arms: each arm's mean over its finished seeds (descriptive)", "", *arm_table(out["arms"]), ""]
+    text += [
+        "## Arms: each arm's mean over its finished seeds (descriptive)",
+        "",
+        *arm_table(out["arms"]),
+        "",
+    ]
     text += [f"- {n}" for n in notes]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "analysis.json").write_text(json.dumps(out, indent=1) + "\n")
