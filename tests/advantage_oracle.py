@@ -228,21 +228,10 @@ def hgpo(
     episode = grpo(
         rows, mode=mode, invalid_action_penalty=invalid_action_penalty, epsilon=epsilon, **episode_params
     )
-    G = discounted_returns(rows, gamma, bootstrap_truncated)
-    value = {(r.traj, r.step): G[(r.traj, r.step)] - invalid_action_penalty * r.invalid for r in rows}
-    anchors = defaultdict(dict)
-    for r in rows:
-        anchors[r.traj][r.step] = r.anchor
-    clusters = defaultdict(list)
-    for r in rows:
-        for k in range(min(history_length, r.step) + 1):
-            seq = tuple(anchors[r.traj][t] for t in range(r.step - k, r.step + 1))
-            clusters[(r.group, k, seq)].append((r.traj, r.step))
     items = defaultdict(list)
-    for (_, k, _), members in clusters.items():
-        if len(members) < 2:
-            continue
-        scores = [value[m] for m in members]
+    for k, members, scores in _hgpo_clusters(
+        rows, history_length, gamma, invalid_action_penalty, bootstrap_truncated
+    ):
         mean = _mean(scores)
         std = statistics.pstdev(scores) if population_std else _std(scores)
         for m, x in zip(members, scores, strict=True):
@@ -256,6 +245,54 @@ def hgpo(
         step = sum(w * a for w, a in mine) / sum(w for w, _ in mine) if mine else 0.0
         out.append(e + step_advantage_weight * step if episode_level == "add" else step)
     return out
+
+
+def _hgpo_clusters(rows, history_length, gamma, invalid_action_penalty, bootstrap_truncated):
+    """HGPO's clusters of >= 2 rows: (k, [(traj, step)], [G - penalty]) per key (group, k, the k + 1 anchors
+    ending at the row)."""
+    G = discounted_returns(rows, gamma, bootstrap_truncated)
+    value = {(r.traj, r.step): G[(r.traj, r.step)] - invalid_action_penalty * r.invalid for r in rows}
+    anchors = defaultdict(dict)
+    for r in rows:
+        anchors[r.traj][r.step] = r.anchor
+    clusters = defaultdict(list)
+    for r in rows:
+        for k in range(min(history_length, r.step) + 1):
+            seq = tuple(anchors[r.traj][t] for t in range(r.step - k, r.step + 1))
+            clusters[(r.group, k, seq)].append((r.traj, r.step))
+    return [(k, m, [value[x] for x in m]) for (_, k, _), m in clusters.items() if len(m) >= 2]
+
+
+def hgpo_on_rounding_edge(
+    rows,
+    history_length=2,
+    episode_level="none",
+    gamma=0.95,
+    mode="mean_std_norm",
+    invalid_action_penalty=0.1,
+    epsilon=1e-6,
+    bootstrap_truncated=False,
+    tol=1e-9,
+    **params,
+):
+    """True when an item HGPO averages lies within ``tol`` of 0 while its group's items differ: a step item
+    G - mean(G) of a cluster whose values are not all equal, or (``episode_level="weighted"``) an episode
+    item of a group whose episode advantages are not all equal. The recipe drops items that are exactly 0, so
+    there the result turns on the last bit of a float sum: this oracle's exact mean and a float mean (the
+    recipe's, the lab's) can round to different sides."""
+    clusters = _hgpo_clusters(rows, history_length, gamma, invalid_action_penalty, bootstrap_truncated)
+    step_edge = any(
+        len(set(scores)) > 1 and any(abs(x - _mean(scores)) <= tol for x in scores)
+        for _, _, scores in clusters
+    )
+    if episode_level != "weighted":
+        return step_edge
+    params = {k: v for k, v in params.items() if k in ("normalize_over", "episode_singleton")}
+    episode = grpo(rows, mode=mode, invalid_action_penalty=invalid_action_penalty, epsilon=epsilon, **params)
+    by_group = defaultdict(list)
+    for r, e in zip(rows, episode, strict=True):
+        by_group[r.group].append(e)
+    return step_edge or any(len(set(es)) > 1 and any(abs(e) <= tol for e in es) for es in by_group.values())
 
 
 def rloo(rows, invalid_action_penalty=0.1, **_):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from advantage_oracle import Row, batches, columns, hgpo
-from hypothesis import HealthCheck, given, settings
+from advantage_oracle import Row, batches, columns, hgpo, hgpo_on_rounding_edge
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gigpo_lab.algorithm import MissingColumnError, build_estimator, check_requirements, compute_advantages
@@ -55,13 +55,16 @@ def test_matches_the_recipe_oracle_on_exact_returns(rows, params, gamma):
 @EXAMPLES
 @given(rows=batches(n_anchors=3), params=PARAMS, gamma=st.sampled_from([0.0, 0.5, 1.0]))
 def test_matches_the_recipe_oracle_with_mean_norm_on_any_rewards(rows, params, gamma):
-    """Any float reward. Exact zeros come from constant groups (exactly 0 on both sides: the corrected mean of
-    equal values is the value) and from rows exactly at their group's mean. gamma stays in {0, 0.5, 1}: with a
-    gamma such as 1e-8 the returns of a constant group differ only in their last bits, a row lands within
-    rounding of its group's mean, and the recipe's drop-exact-zeros rule keeps it on one side and drops it on
-    the other (a 0.43 difference, seen once); that discontinuity is the recipe's (docs/ALGORITHMS.md, HGPO).
-    mean_norm and alpha = 0 keep the values small enough for the absolute tolerance."""
-    assert_matches(rows, {**params, "gamma": gamma, "mode": "mean_norm", "length_weight_alpha": 0.0})
+    """Any float reward. Exact zeros come from constant clusters (exactly 0 on both sides: the corrected mean
+    of equal values is the value). A row within rounding of the mean of a cluster whose values differ is the
+    recipe's discontinuity (docs/ALGORITHMS.md, HGPO): its drop-exact-zeros rule keeps the item on one side
+    and drops it on the other, because the oracle's exact mean and the lab's float mean round differently
+    (seen: rewards 0.1 and gamma 1 give returns 0.30000000000000004 at a mean of 0.3, a 0.05 difference).
+    Such batches are skipped here; the dyadic-reward test above covers rows exactly at their mean. gamma
+    stays in {0, 0.5, 1}; mean_norm and alpha = 0 keep the values small enough for the absolute tolerance."""
+    params = {**params, "gamma": gamma, "mode": "mean_norm", "length_weight_alpha": 0.0}
+    assume(not hgpo_on_rounding_edge(rows, **params))
+    assert_matches(rows, params)
 
 
 @EXAMPLES
