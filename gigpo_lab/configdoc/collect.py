@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gigpo_lab.config_paths import config_root
-from gigpo_lab.configdoc.options import OptionConfigs
+from gigpo_lab.configdoc.options import OptionConfigs, package_of
 
 Key = tuple[str | int, ...]
 #: Hydra's own keys of an instantiable node, with their meaning.
@@ -70,17 +70,16 @@ class Reference:
 
 
 def header(path: Path) -> tuple[str, str | None]:
-    """A config file's description (its leading comment block, joined) and its ``# @package`` (or None)."""
-    parts, package = [], None
+    """A config file's description (its leading comment block, joined, ``# @`` lines left out) and its
+    ``# @package`` (``options.package_of``: None or ``_global_``)."""
+    parts = []
     for line in path.read_text().splitlines():
         if not line.lstrip().startswith("#"):
             break
         text = line.lstrip()[1:].strip()
-        if text.startswith("@package"):
-            package = text.split(None, 1)[1].strip() if " " in text else ""
-        elif text:
+        if text and not text.startswith("@"):
             parts.append(text)
-    return " ".join(parts), package
+    return " ".join(parts), package_of(path)
 
 
 def dotted(path: Key) -> str:

@@ -28,9 +28,9 @@ def _stored(path: str):
     return ConfigStore.instance().load(f"{path}.yaml").node
 
 
-def _package(path) -> str | None:
+def package_of(path) -> str | None:
     """The file's ``# @package``, read as Hydra reads a header: blank lines skipped, stopping at the first line
-    that is not ``# @...``. Only ``_global_`` (or none) is read; any other package raises."""
+    that is not ``# @...``."""
     import re
 
     package = None
@@ -43,8 +43,6 @@ def _package(path) -> str | None:
         key, _, value = text.lstrip("#").strip().partition(" ")
         if key == "@package":
             package = value.strip()
-    if package not in (None, "_global_"):
-        raise ValueError(f"{path}: package {package!r} is not one the docs can read (module doc)")
     return package
 
 
@@ -59,7 +57,10 @@ def option_node(group: str, name: str):
     defaults = list(own.pop("defaults", []))
     if "_self_" not in defaults:
         defaults.append("_self_")
-    parts = []
+    header = package_of(path)
+    if header not in (None, "_global_"):  # only these two are composed here
+        raise ValueError(f"{path}: package {header!r} is not one the docs can read (module doc)")
+    parts, is_global = [], header == "_global_"
     for entry in defaults:
         if not isinstance(entry, str):
             raise ValueError(f"{path}: defaults entry {entry!r} is not one the docs can read (module doc)")
@@ -70,7 +71,7 @@ def option_node(group: str, name: str):
             parts.append(_stored(target.lstrip("/")))
         elif not target.startswith("/") and not package:
             parts.append(option_node(group, target))
-        elif not target.startswith("/") and _package(path) == "_global_" and "." not in package:
+        elif not target.startswith("/") and is_global and "." not in package:
             parts.append(OmegaConf.create({package: option_node(group, target)}))
         else:
             raise ValueError(f"{path}: defaults entry {entry!r} is not one the docs can read (module doc)")
@@ -98,7 +99,7 @@ class OptionConfigs:
         cfg = self.root.copy()
         node = option_node(group, name)
         path = conf_dir() / group / f"{name}.yaml"
-        if path.is_file() and _package(path) == "_global_":
+        if path.is_file() and package_of(path) == "_global_":
             later = self.groups[self.groups.index(group) + 1 :] if group in self.groups else self.groups
             if clash := sorted(set(node) & set(later)):
                 raise ValueError(

@@ -100,6 +100,18 @@ def test_hydra_reads_a_package_only_in_the_leading_header(tmp_path):
     comment, for Hydra and here."""
     path = tmp_path / "x.yaml"
     path.write_text("\n# @package _global_\na: 1\n")
-    assert options._package(path) == "_global_"
+    assert options.package_of(path) == "_global_"
     path.write_text("# a description\n# @package _global_\na: 1\n")
-    assert options._package(path) is None
+    assert options.package_of(path) is None
+
+
+def test_the_docs_header_reads_the_package_by_hydras_rule(tmp_path):
+    """``collect.header`` takes the package from ``package_of``: a ``# @package`` after a description line is a
+    comment (Hydra's rule), and the description leaves out the ``# @`` lines."""
+    from gigpo_lab.configdoc.collect import header
+
+    path = tmp_path / "x.yaml"
+    path.write_text("# @package hydra.launcher\n# Runs jobs here.\na: 1\n")
+    assert header(path) == ("Runs jobs here.", "hydra.launcher")
+    path.write_text("# Runs jobs here.\n# @package _global_\na: 1\n")
+    assert header(path) == ("Runs jobs here.", None)
