@@ -40,6 +40,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from gigpo_lab.cache_root import cache_root
 from gigpo_lab.envs.textworld_generation import generate
 from gigpo_lab.errors import ConfigError
 
@@ -64,8 +65,7 @@ def require_textworld() -> Any:
 
 def default_cache_root() -> Path:
     """``$GIGPO_LAB_CACHE/textworld``, else ``~/.cache/gigpo_lab/textworld``."""
-    root = os.environ.get("GIGPO_LAB_CACHE") or Path.home() / ".cache" / "gigpo_lab"
-    return Path(root).expanduser() / "textworld"
+    return cache_root() / "textworld"
 
 
 def preset_folder(challenge: str, settings: dict[str, Any], cache_dir: str | None = None) -> Path:

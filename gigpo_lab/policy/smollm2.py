@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gigpo_lab.cache_root import cache_root
 from gigpo_lab.policy.builders import build_hf_policy
 
 if TYPE_CHECKING:
@@ -36,8 +36,7 @@ DEFAULT_CACHE = "smollm2-135m-instruct"
 
 def default_cache_dir() -> Path:
     """``$GIGPO_LAB_CACHE/smollm2-135m-instruct``, else ``~/.cache/gigpo_lab/smollm2-135m-instruct``."""
-    root = os.environ.get("GIGPO_LAB_CACHE") or Path.home() / ".cache" / "gigpo_lab"
-    return Path(root) / DEFAULT_CACHE
+    return cache_root() / DEFAULT_CACHE
 
 
 def gguf_path() -> Path:

@@ -21,6 +21,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from gigpo_lab.tracking.store_template import seed_store
+
 #: MLflow's per-request limits for ``log_batch`` (params and metrics).
 _MAX_PARAMS_PER_BATCH = 100
 _MAX_METRICS_PER_BATCH = 1000
@@ -176,6 +178,9 @@ class MlflowTracker:
         if self._client is None:
             from mlflow.tracking import MlflowClient
 
+            path = sqlite_file(self.uri)
+            if path is not None and not path.exists() and path.parent.is_dir():
+                seed_store(path)  # the store MLflow would create, without re-running its migrations
             self._client = MlflowClient(tracking_uri=self.uri)
         return self._client
 
