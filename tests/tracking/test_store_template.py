@@ -18,6 +18,13 @@ from gigpo_lab.tracking.store_template import seed_store, template_path
 TIMES = {"creation_time", "last_update_time", "start_time", "end_time", "timestamp"}
 
 
+def schema(sql: str) -> list[str]:
+    """A CREATE TABLE statement's lines, sorted: MLflow's own migrations write a table's constraints in an
+    order that varies from process to process (seen: two fresh stores with the runs table's CHECK constraints
+    swapped), which sqlite does not care about."""
+    return sorted(line.strip().rstrip(",").strip() for line in sql.splitlines())
+
+
 def dump(db: Path, run_id: str = "") -> dict[str, object]:
     """Every table's schema and rows (time columns left out, ``run_id`` written ``<run>``: run ids are
     random), sqlite's own autoincrement counters among them, and the indexes."""
@@ -34,7 +41,7 @@ def dump(db: Path, run_id: str = "") -> dict[str, object]:
             columns = [c[0] for c in cursor.description]
             keep = [i for i, c in enumerate(columns) if c not in TIMES]
             rows = sorted(tuple(same(row[i]) for i in keep) for row in cursor)
-            out[name] = (sql, [columns[i] for i in keep], rows)
+            out[name] = (schema(sql), [columns[i] for i in keep], rows)
         out["indexes"] = sorted(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
     conn.close()
     return out
