@@ -20,8 +20,8 @@ TIMES = {"creation_time", "last_update_time", "start_time", "end_time", "timesta
 
 def schema(sql: str) -> list[str]:
     """A CREATE TABLE statement's lines, sorted: MLflow's own migrations write a table's constraints in an
-    order that varies from process to process (seen: two fresh stores with the runs table's CHECK constraints
-    swapped), which sqlite does not care about."""
+    order that varies from one new store to the next (seen: 2 orders of the runs table's CHECK constraints
+    among 4 stores made in one process), which sqlite does not care about."""
     return sorted(line.strip().rstrip(",").strip() for line in sql.splitlines())
 
 
