@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
+from itertools import chain, compress
 
 import torch
 
@@ -16,3 +16,10 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     ids[mask] = torch.tensor(list(chain.from_iterable(sequences)), dtype=torch.long)
     return ids, mask
+
+
+def unpadded(ids: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
+    """The inverse of ``left_pad``: each row's tokens where ``mask`` is set, as lists; ids (n, P) int64, mask (n, P)
+    bool, any layout. One ``tolist`` of each tensor, not one indexing op per row (the update and the rollout's
+    prefill call this on every batch)."""
+    return [list(compress(row, keeps)) for row, keeps in zip(ids.tolist(), mask.tolist(), strict=True)]

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from gigpo_lab.packing.padding import left_pad
+from gigpo_lab.packing.padding import left_pad, unpadded
 from gigpo_lab.packing.prefix_tree import packed_tree, prefix_tree
 
 
@@ -102,10 +102,7 @@ def tree_prefill(
     longest prompt.
     """
     distinct: dict[tuple[int, ...], int] = {}
-    inverse = [
-        distinct.setdefault(tuple(ids[mask].tolist()), len(distinct))
-        for ids, mask in zip(prompt_ids, prompt_mask, strict=True)
-    ]
+    inverse = [distinct.setdefault(tuple(row), len(distinct)) for row in unpadded(prompt_ids, prompt_mask)]
     nodes = prefix_tree([list(p) for p in distinct], min_shared)
     packed = packed_tree(nodes, [[] for _ in distinct])
     layout = packed["layout"]

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from gigpo_lab.packing.logprobs import response_logprobs
+from gigpo_lab.packing.padding import unpadded
 from gigpo_lab.packing.prefill import common_prefix_length
 from gigpo_lab.packing.prefix_tree import packed_tree, prefix_tree
 
@@ -54,7 +55,7 @@ def shared_prefix_logprobs(
         logp (n, R) and entropy (n, R) float, 0 where masked.
     """
     skip = past[0][0].shape[2] if past else 0
-    prompts = [ids[mask].tolist()[skip:] for ids, mask in zip(prompt_ids, prompt_mask, strict=True)]
+    prompts = [row[skip:] for row in unpadded(prompt_ids, prompt_mask)]
     nodes = prefix_tree(prompts, min_shared)
     if not past and all(node.row >= 0 for node in nodes):
         return policy.logprobs(prompt_ids, prompt_mask, response_ids, response_mask, temperature=temperature)
@@ -130,7 +131,7 @@ def prefix_sorted_chunks(
     n = prompt_ids.shape[0]
     if n == 0:
         return []
-    texts = [ids[mask].tolist() for ids, mask in zip(prompt_ids, prompt_mask, strict=True)]
+    texts = unpadded(prompt_ids, prompt_mask)
     order = sorted(range(n), key=texts.__getitem__)
     answers = [0] * n if response_lengths is None else response_lengths.tolist()
     chunks: list[list[int]] = []
