@@ -21,5 +21,9 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
 def unpadded(ids: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
     """The inverse of ``left_pad``: each row's tokens where ``mask`` is set, as lists; ids (n, P) int64, mask (n, P)
     bool, any layout. One ``tolist`` of each tensor, not one indexing op per row (the update and the rollout's
-    prefill call this on every batch)."""
+    prefill call this on every batch). A mask that is not bool or not of ids' shape raises ValueError."""
+    if mask.dtype != torch.bool or mask.shape != ids.shape:
+        raise ValueError(
+            f"unpadded needs a bool mask of ids' shape {tuple(ids.shape)}, got {mask.dtype} {tuple(mask.shape)}"
+        )
     return [list(compress(row, keeps)) for row, keeps in zip(ids.tolist(), mask.tolist(), strict=True)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,3 +33,11 @@ def test_unpadded_is_each_rows_masked_tokens_for_any_mask(n, width, data):
         dtype=torch.bool,
     ).view(n, width)
     assert unpadded(ids, mask) == [row[keep].tolist() for row, keep in zip(ids, mask, strict=True)]
+
+
+def test_unpadded_refuses_a_mask_it_would_misread():
+    ids = torch.arange(6).view(2, 3)
+    with pytest.raises(ValueError, match="bool mask of ids' shape"):
+        unpadded(ids, torch.ones(2, 3, dtype=torch.long))  # an index tensor, not a mask
+    with pytest.raises(ValueError, match="bool mask of ids' shape"):
+        unpadded(ids, torch.ones(2, 2, dtype=torch.bool))  # compress would silently cut each row
