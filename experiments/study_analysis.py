@@ -17,6 +17,9 @@ gives every other contrast its highest possible adjusted p. A verdict that would
 (its lowest possible adjusted p), or whose own contrast has not run all its seeds, is marked **(provisional)**;
 every other verdict is final.
 
+``REPORTED`` holds the controls and the other estimators' contrasts, one Holm family each, analysed the same
+way but given no verdict: the pre-registration reports them and does not confirm anything with them.
+
 A side of a contrast is one arm or several (the ω family's interior against its ends): per seed, the mean of
 the side's arms on that seed; a seed counts when every arm of both sides finished it. Writes
 ``analysis.md`` and ``analysis.json`` (each contrast's per-seed pairs, so every number can be re-derived).
@@ -75,6 +78,28 @@ FAMILIES: dict[str, list[Contrast]] = {
         for s in OMEGA_SETTINGS
     ],
 }
+#: The controls and secondary contrasts (PREREGISTRATION.md, "Controls and secondary contrasts"): on random-map
+#: FrozenLake, paired by seed with the primary runs, one Holm family each, reported without verdicts. On the
+#: no-repeat env the two estimators are equal bit for bit, so every pair must be identical there.
+OTHER_ESTIMATORS = (
+    "grpo_paper",
+    "reinforce_pp",
+    "ppo",
+    "hgpo",
+    "graphgpo",
+    "gigpo_step_index",
+    "gigpo_step_index_penalty",
+)
+REPORTED: dict[str, list[Contrast]] = {
+    "no_repeat": [Contrast("no-repeat", "frozenlake_random", ("gigpo_no_repeat",), ("grpo_no_repeat",))],
+    "penalty_dose": [Contrast("penalty dose", "frozenlake_random", ("gigpo",), ("grpo_penalty_dose",))],
+    "exploration": [
+        Contrast("no exploration", "frozenlake_random", ("gigpo_no_exploration",), ("grpo_no_exploration",))
+    ],
+    "estimators": [
+        Contrast(f"gigpo vs {arm}", "frozenlake_random", ("gigpo",), (arm,)) for arm in OTHER_ESTIMATORS
+    ],
+}
 
 
 def side_values(rows: list[dict], setting: str, arms: tuple[str, ...], metric: str) -> dict[int, float]:
@@ -99,13 +124,15 @@ def analyse(
     metric: str = METRIC,
     resamples: int = 50_000,
     planned: int = N_SEEDS,
+    confirmatory: bool = True,
 ) -> list[dict]:
     """One record per contrast of the family. Holm's correction is over the whole family as registered. A
     contrast whose arms share fewer than 2 seeds (not run yet, or lost) gets the verdict ``not run``. For each
     contrast, the others that have fewer than ``planned`` seeds enter Holm with p = 1. That gives its highest
     adjusted p (Holm's adjusted p-values never decrease when another p-value grows), which is reported. A
     verdict is marked provisional when its own contrast is short of ``planned`` seeds, or when it would differ
-    with those others at p = 0. On a secondary metric the verdict is None."""
+    with those others at p = 0. On a secondary metric, or in a family that is not ``confirmatory``, the verdict
+    is None. ``identical`` counts the seeds whose two sides are equal bit for bit."""
     rng = np.random.default_rng(SEED)
     records = []
     for c in family:
@@ -129,6 +156,7 @@ def analyse(
                 "seeds": seeds,
                 "a_values": [a[s] for s in seeds],
                 "b_values": [b[s] for s in seeds],
+                "identical": sum(a[s] == b[s] for s in seeds),
                 "mean_difference": result.mean_difference,
                 "ci": [result.mean_low, result.mean_high],
                 "improvement": result.improvement,
@@ -148,8 +176,8 @@ def analyse(
         high = float(holm(np.where(others, 1.0, raw))[i])
         low = float(holm(np.where(others, 0.0, raw))[i])
         record["holm_p"] = high
-        if metric != METRIC:
-            record["verdict"] = None  # only the primary metric is confirmatory
+        if metric != METRIC or not confirmatory:
+            record["verdict"] = None  # only the primary metric of a confirmatory family gets verdicts
             continue
         record["verdict"] = verdict(high, record["mean_difference"], record["ci"][1])
         if (
@@ -188,20 +216,21 @@ def arm_table(records: list[dict]) -> list[str]:
 
 
 def table(records: list[dict]) -> list[str]:
-    """The records as a Markdown table (a dash where a secondary metric has no verdict)."""
+    """The records as a Markdown table (a dash where there is no verdict; "identical": seeds whose sides are
+    equal bit for bit)."""
     lines = [
-        "| contrast | A | B | n | mean A - B [95% CI] | P(A > B) [95% CI] | d_z | p | Holm p | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| contrast | A | B | n | identical | mean A - B [95% CI] | P(A > B) [95% CI] | d_z | p | Holm p | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         if r["verdict"] == "not run":
             lines.append(f"| {r['contrast']} | {' + '.join(r['a'])} | {' + '.join(r['b'])} | {r['n']} | "
-                         "| | | | | not run |")  # fmt: skip
+                         "| | | | | | not run |")  # fmt: skip
             continue
         lo, hi = r["ci"]
         plo, phi = r["improvement_ci"]
         lines.append(
-            f"| {r['contrast']} | {' + '.join(r['a'])} | {' + '.join(r['b'])} | {r['n']} | "
+            f"| {r['contrast']} | {' + '.join(r['a'])} | {' + '.join(r['b'])} | {r['n']} | {r['identical']} | "
             f"{r['mean_difference']:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['improvement']:.2f} [{plo:.2f}, {phi:.2f}] | "
             f"{r['d_z']:.2f} | {r['p']:.4f} | {r['holm_p']:.4f} | {r['verdict'] or '—'} |"
         )
@@ -222,12 +251,15 @@ def main() -> None:
         rows += found
         notes += more
     out, text = {}, []
-    for name, family in FAMILIES.items():
-        for metric in (METRIC, SECONDARY):
-            records = analyse(rows, family, metric)
-            out[f"{name}/{metric}"] = records
-            role = "primary metric" if metric == METRIC else "secondary metric, not confirmatory"
-            text += [f"## Family {name}: {metric} ({role})", "", *table(records), ""]
+    for confirmatory, families in ((True, FAMILIES), (False, REPORTED)):
+        for name, family in families.items():
+            for metric in (METRIC, SECONDARY):
+                records = analyse(rows, family, metric, confirmatory=confirmatory)
+                out[f"{name}/{metric}"] = records
+                role = "primary metric" if metric == METRIC else "secondary metric"
+                if not confirmatory or metric != METRIC:
+                    role += ", not confirmatory"
+                text += [f"## Family {name}: {metric} ({role})", "", *table(records), ""]
     out["arms"] = arms(rows)
     text += [
         "## Arms: each arm's mean over its finished seeds (descriptive)",

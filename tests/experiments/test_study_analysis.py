@@ -164,3 +164,40 @@ def test_each_arm_gets_its_mean_and_a_ci_that_covers_it(analysis):
     assert records["gigpo"]["eval_final"][0] == pytest.approx(0.2)  # the other metric, its own values
     assert records["grpo"]["eval_auc"] == pytest.approx([0.5, 0.5, 0.5])  # constant: a zero-width CI
     assert analysis.arm_table(analysis.arms(rows))[2].startswith("| frozenlake_random | gigpo | 3 | 0.400 [")
+
+
+def test_the_reported_families_are_analysed_without_verdicts_and_count_identical_pairs(analysis):
+    """The controls and the other estimators (PREREGISTRATION.md, "Controls and secondary contrasts"): each
+    family gets its own Holm correction and no verdict. On the no-repeat env GiGPO equals GRPO bit for bit, and
+    the identical-pair count says whether it did; the estimators' family is Holm over its 7 contrasts."""
+    rng = np.random.default_rng(7)
+    n = 60
+    base = rng.uniform(0.2, 0.5, n)
+    centred = rng.normal(0, 1, n)
+    centred -= centred.mean()
+    rows = _rows(
+        "frozenlake_random",
+        {
+            "gigpo_no_repeat": base,
+            "grpo_no_repeat": np.where(np.arange(n) == 4, base + 0.01, base),  # one seed differs: a bug
+            "gigpo": base + 0.2,
+            "ppo": base + rng.normal(0, 0.02, n),  # GiGPO a true +0.2 ahead of PPO
+            "graphgpo": base + 0.2 + 0.02 * centred,  # a difference of exactly 0 on average
+        },
+    )
+    no_repeat = analysis.analyse(rows, analysis.REPORTED["no_repeat"], confirmatory=False, resamples=2000)
+    assert no_repeat[0]["identical"] == n - 1 and no_repeat[0]["verdict"] is None
+    assert "| 59 |" in analysis.table(no_repeat)[2]
+    records = {
+        r["contrast"]: r
+        for r in analysis.analyse(rows, analysis.REPORTED["estimators"], confirmatory=False, resamples=2000)
+    }
+    assert len(records) == 7 and {r["verdict"] for r in records.values()} == {None, "not run"}
+    ppo, graph = records["gigpo vs ppo"], records["gigpo vs graphgpo"]
+    assert ppo["mean_difference"] == pytest.approx(0.2, abs=0.01) and ppo["identical"] == 0
+    # Holm over the family of 7, the 5 that have not run at p = 1: the smaller p is multiplied by 7
+    assert ppo["holm_p"] == pytest.approx(min(1.0, 7 * ppo["p"]))
+    assert graph["holm_p"] >= graph["p"] > 0.5 and graph["ci"][0] < 0 < graph["ci"][1]
+    # analysed as confirmatory, the same family would get verdicts: the flag is what removes them
+    confirmed = analysis.analyse(rows, analysis.REPORTED["estimators"], resamples=2000)
+    assert {r["contrast"]: r["verdict"] for r in confirmed}["gigpo vs ppo"] == "reproduced"
