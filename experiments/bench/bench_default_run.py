@@ -1,6 +1,6 @@
-"""Wall time of one default run, old code against new, side by side on one thread.
+"""Wall time of one default run, old code against new, side by side on one thread (``--threads`` for more).
 
-Runs ``python -m gigpo_lab.cli train <overrides>`` on one thread without a progress line (``lightning.*``, or
+Runs ``python -m gigpo_lab.cli train <overrides>`` on ``--threads`` torch threads without a progress line (``lightning.*``, or
 ``trainer.*`` in a tree from before the lightning group) with the old tree and the new tree first on ``PYTHONPATH``, alternately (old, new, old, new, ...), each in a fresh
 scratch dir (one sqlite MLflow store per tree, created before the timed runs as in a sweep; ``--fresh-store``
 times a first run's store creation too), and prints per tree the median wall time of the whole process
@@ -14,6 +14,9 @@ Usage (from the repo root)::
 
     python experiments/bench/bench_default_run.py --old /work/base --repeats 3
     python experiments/bench/bench_default_run.py --old /work/base --config "trainer.iterations=10"
+    python experiments/bench/bench_default_run.py --old /work/base --threads 2 --repeats 2 \
+        --config "experiments=smollm2_textworld_coin trainer.iterations=1 trainer.eval_every=0" \
+        --new-config "rollout.engine.prefill=tree rollout.engine.autocast=bfloat16 lightning.precision=bf16-mixed"
 """
 
 from __future__ import annotations
@@ -43,8 +46,11 @@ def _fit_seconds(line: str) -> float | None:
     return None
 
 
-def one_run(tree: Path, overrides: str, python: str, scratch: Path, store: str | None) -> dict[str, float]:
-    """Train once with ``tree``; return wall_s (whole process), cpu_s (child user+sys) and fit_s (time/wall_s).
+def one_run(
+    tree: Path, overrides: str, python: str, scratch: Path, store: str | None, threads: int = 1
+) -> dict[str, float]:
+    """Train once with ``tree`` on ``threads`` torch threads; return wall_s (whole process), cpu_s (child
+    user+sys) and fit_s (time/wall_s).
 
     ``store``: the MLflow URI to use (an existing store), or None for a fresh sqlite store in the run's dir."""
     work = Path(tempfile.mkdtemp(dir=scratch, prefix="bench-"))
@@ -55,11 +61,16 @@ def one_run(tree: Path, overrides: str, python: str, scratch: Path, store: str |
         "gigpo_lab.cli",
         "train",
         *shlex.split(overrides),
-        *quiet_overrides(tree),
+        *quiet_overrides(tree, threads),
         f"tracking.uri={uri}",
         f"hydra.run.dir={work / 'hydra'}",
     ]
-    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+    }
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
@@ -84,6 +95,7 @@ def main() -> int:
         help="extra overrides for the new tree only, e.g. the old numerics on the new code: "
         "'model.qk_norm=false trainer.optimizer.lr=1e-3'",
     )
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of each run (default 1)")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument(
         "--fresh-store",
@@ -110,7 +122,7 @@ def main() -> int:
     for i in range(args.repeats):
         for name, tree in trees.items():
             overrides = f"{args.config} {args.new_config}" if name == "new" else args.config
-            r = one_run(tree, overrides, args.python, args.scratch, stores[name])
+            r = one_run(tree, overrides, args.python, args.scratch, stores[name], args.threads)
             results[name].append(r)
             print(f"  run {i + 1}/{args.repeats} {name}: " + "  ".join(f"{k} {v:6.1f}" for k, v in r.items()))
     load_end = os.getloadavg()[0]
@@ -118,7 +130,7 @@ def main() -> int:
     med = {n: {k: statistics.median(r[k] for r in rs) for k in keys} for n, rs in results.items()}
     store = "a fresh MLflow store per run" if args.fresh_store else "an existing MLflow store"
     print(
-        f"\ndefault run {args.config or '(no overrides)'}, 1 thread, {store}, {args.repeats} repeats, medians"
+        f"\ndefault run {args.config or '(no overrides)'}, {args.threads} thread(s), {store}, {args.repeats} repeats, medians"
         + (f"; the new tree also with {args.new_config!r}" if args.new_config else "")
     )
     print(f"{'tree':<5} {'wall_s':>8} {'cpu_s':>8} {'fit_s':>8}  source")

@@ -54,11 +54,11 @@ def tree_commit(tree: Path) -> str:
     return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def quiet_overrides(tree: Path) -> list[str]:
-    """One torch thread and no progress line, spelt as ``tree`` spells them (``lightning.*`` since that group
-    exists, ``trainer.*`` before)."""
+def quiet_overrides(tree: Path, threads: int = 1) -> list[str]:
+    """``threads`` torch threads and no progress line, spelt as ``tree`` spells them (``lightning.*`` since that
+    group exists, ``trainer.*`` before)."""
     group = "lightning" if (tree / "conf" / "lightning").is_dir() else "trainer"
-    return [f"{group}.num_threads=1", f"{group}.progress_bar=false"]
+    return [f"{group}.num_threads={threads}", f"{group}.progress_bar=false"]
 
 
 def run_train(

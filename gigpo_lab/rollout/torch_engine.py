@@ -32,6 +32,8 @@ def plain_prefill(
 
 #: ``rollout.engine.prefill``: how the prompts' cache is filled (all give the same numbers up to rounding).
 PREFILLS: tuple[str, ...] = ("plain", "shared", "tree")
+#: ``rollout.engine.autocast``: the lower precision sampling may run its matmuls in (``torch.autocast``).
+AUTOCASTS: tuple[str, ...] = ("bfloat16", "float16")
 
 
 def prefill_function(name: str) -> Callable[..., tuple[torch.Tensor, Any, torch.Tensor]]:
@@ -84,17 +86,28 @@ class TorchEngine:
             ``plain`` the left-padded batch (same results up to float rounding).
         merge_lora: sample with the LoRA adapters merged into the base weights (``Policy.merged_weights``): the
             same distribution up to float rounding, without the adapters' extra matmuls.
+        autocast: one of ``AUTOCASTS``: sample under ``torch.autocast`` at that dtype (the matmuls in it, the
+            sampling distribution in float32 from its logits); None: at the weights' own precision.
     """
 
     def __init__(
-        self, policy: Policy, sampling: SamplingParams, *, prefill: str = "shared", merge_lora: bool = False
+        self,
+        policy: Policy,
+        sampling: SamplingParams,
+        *,
+        prefill: str = "shared",
+        merge_lora: bool = False,
+        autocast: str | None = None,
     ):
         if prefill not in PREFILLS:
             raise ValueError(f"rollout.engine.prefill={prefill!r} is not one of {list(PREFILLS)}")
+        if autocast is not None and autocast not in AUTOCASTS:
+            raise ValueError(f"rollout.engine.autocast={autocast!r} is not null or one of {list(AUTOCASTS)}")
         self.policy = policy
         self.sampling = sampling
         self.prefill = prefill
         self.merge_lora = merge_lora
+        self.autocast = autocast
         self._merged = False  # inside a session that merged the adapters already
 
     @contextlib.contextmanager
@@ -143,7 +156,8 @@ class TorchEngine:
         """
         import torch
 
-        with torch.no_grad():
+        dtype = getattr(torch, self.autocast or "float32")
+        with torch.no_grad(), torch.autocast(self.policy.device.type, dtype, self.autocast is not None):
             return self._generate(prompt_ids, prompt_mask, greedy, generator, temperature)
 
     def _generate(
@@ -215,6 +229,7 @@ def build_torch_engine(
     greedy: bool = False,
     prefill: str | None = None,
     merge_lora: bool = False,
+    autocast: str | None = None,
 ) -> TorchEngine:
     """The ``conf/rollout/torch.yaml`` engine target: ``instantiate(cfg.rollout.engine)(policy=policy)``.
 
@@ -226,4 +241,4 @@ def build_torch_engine(
     if prefill is None:
         prefill = policy.default_prefill
     sampling = SamplingParams(temperature, top_p, max_new_tokens, greedy)
-    return TorchEngine(policy, sampling, prefill=prefill, merge_lora=merge_lora)
+    return TorchEngine(policy, sampling, prefill=prefill, merge_lora=merge_lora, autocast=autocast)
