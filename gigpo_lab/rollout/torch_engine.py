@@ -156,8 +156,9 @@ class TorchEngine:
         """
         import torch
 
-        dtype = getattr(torch, self.autocast or "float32")
-        with torch.no_grad(), torch.autocast(self.policy.device.type, dtype, self.autocast is not None):
+        # without the option no autocast context is entered: the caller's precision stays in force
+        cast = self.autocast and torch.autocast(self.policy.device.type, getattr(torch, self.autocast))
+        with torch.no_grad(), cast or contextlib.nullcontext():
             return self._generate(prompt_ids, prompt_mask, greedy, generator, temperature)
 
     def _generate(
