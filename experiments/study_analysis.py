@@ -17,7 +17,7 @@ gives every other contrast its highest possible adjusted p. A verdict that would
 (its lowest possible adjusted p), or whose own contrast has not run all its seeds, is marked **(provisional)**;
 every other verdict is final.
 
-``REPORTED`` holds the controls and the other estimators' contrasts, one Holm family each, analysed the same
+``REPORTED`` holds the controls, the other estimators' contrasts and the LLM check, one Holm family each, analysed the same
 way but given no verdict: the pre-registration reports them and does not confirm anything with them.
 
 A side of a contrast is one arm or several (the ω family's interior against its ends): per seed, the mean of
@@ -79,7 +79,8 @@ FAMILIES: dict[str, list[Contrast]] = {
     ],
 }
 #: The controls and secondary contrasts (PREREGISTRATION.md, "Controls and secondary contrasts"): on random-map
-#: FrozenLake, paired by seed with the primary runs, one Holm family each, reported without verdicts. On the
+#: FrozenLake, paired by seed with the primary runs, one Holm family each, reported without verdicts; and the
+#: small-n LLM check. On the
 #: no-repeat env the two estimators are equal bit for bit, so every pair must be identical there.
 OTHER_ESTIMATORS = (
     "grpo_paper",
@@ -99,6 +100,9 @@ REPORTED: dict[str, list[Contrast]] = {
     "estimators": [
         Contrast(f"gigpo vs {arm}", "frozenlake_random", ("gigpo",), (arm,)) for arm in OTHER_ESTIMATORS
     ],
+    # PREREGISTRATION.md, "The LLM check": SmolLM2 + LoRA, experiments=smollm2_textworld_coin, seeds 0-4 paired;
+    # its runs name no +experiments/study_env, so their setting is "default"; read on eval_final
+    "llm": [Contrast("LLM check", "default", ("gigpo",), ("grpo",))],
 }
 
 

@@ -201,3 +201,17 @@ def test_the_reported_families_are_analysed_without_verdicts_and_count_identical
     # analysed as confirmatory, the same family would get verdicts: the flag is what removes them
     confirmed = analysis.analyse(rows, analysis.REPORTED["estimators"], resamples=2000)
     assert {r["contrast"]: r["verdict"] for r in confirmed}["gigpo vs ppo"] == "reproduced"
+
+
+def test_the_llm_checks_runs_are_the_llm_familys_sides(analysis):
+    """The LLM check's command (PREREGISTRATION.md) names no setting: its jobs parse to the setting and arms
+    that the ``llm`` family contrasts."""
+    import study_runs
+
+    key = (
+        "+experiments/arm=grpo experiments=smollm2_textworld_coin seed=3 "
+        "tracking.experiment=gigpo-study-llm tracking.uri=sqlite:////s/study.db"
+    )
+    (contrast,) = analysis.REPORTED["llm"]
+    assert study_runs.parse_job_key(key) == (contrast.setting, contrast.b[0], 3)
+    assert contrast.a == ("gigpo",)
