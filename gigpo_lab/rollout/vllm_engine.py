@@ -101,6 +101,8 @@ class VLLMEngine:
         import torch
         from vllm import SamplingParams as VSamplingParams
 
+        from gigpo_lab.packing.padding import unpadded
+
         if not self._synced:
             self.sync_weights(self.policy)
         greedy = greedy or self.sampling.greedy
@@ -111,10 +113,7 @@ class VLLMEngine:
                 f"a prompt of {longest} tokens + max_new_tokens={budget} exceeds rollout.engine.max_model_len="
                 f"{self.max_model_len}; raise it or shorten the prompts (model.history_window)"
             )
-        prompts = [
-            {"prompt_token_ids": row[mask].tolist()}
-            for row, mask in zip(prompt_ids.cpu(), prompt_mask.cpu().bool(), strict=True)
-        ]
+        prompts = [{"prompt_token_ids": tokens} for tokens in unpadded(prompt_ids, prompt_mask.bool())]
         seeds: list[int | None] = [None] * n
         if generator is not None and not greedy:
             seeds = torch.randint(0, 2**31 - 1, (n,), generator=generator, device=generator.device).tolist()
