@@ -40,6 +40,16 @@ def test_the_analysis_reads_arms_the_study_runs(monkeypatch):
     for c in analysis.FAMILIES["omega"]:
         assert set(c.a + c.b) == swept and not set(c.a) & set(c.b)
         assert c.setting in omega["+experiments/study_env"]
+    # the reported families (controls, other estimators, the LLM check) read arms that a study runs, or the
+    # LLM check's arms, on the setting that those arms run in
+    arms = _params("study_arms")
+    for name, family in analysis.REPORTED.items():
+        for c in family:
+            if name == "llm":
+                assert set(c.a + c.b) <= set(ARMS) and c.setting == "default"
+                continue
+            assert set(c.a + c.b) <= set(primary["+experiments/arm"]) | set(arms["+experiments/arm"])
+            assert [c.setting] == arms["+experiments/study_env"]
     # every study runs the same seeds on every arm: the pairs
     assert primary["seed"] == omega["seed"] == _params("study_arms")["seed"] == [str(s) for s in range(60)]
 
