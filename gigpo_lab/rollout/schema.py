@@ -54,9 +54,10 @@ class TorchEngineConfig(EngineConfig):
     #: matmuls; the same distribution up to float rounding; one extra copy of the adapted weights while
     #: sampling); false = run the adapters as they train. No effect without LoRA.
     merge_lora: bool = default_of(build_torch_engine, "merge_lora")
-    #: Sample with the matmuls in this dtype (torch.autocast on the policy's device); the sampling distribution
-    #: is still float32 from the logits. null = the weights' own precision. Changes the numbers: on a CPU with
-    #: bf16 instructions, bfloat16 runs SmolLM2's forward about 2.8x as fast (experiments/bench/cli_speed.md).
+    #: Sample, in training and in evaluation, with the matmuls in this dtype (torch.autocast on the policy's
+    #: device); the sampling distribution is still float32 from the logits. null = the weights' own precision.
+    #: Changes the numbers. Part of +experiments/speed=llm_bf16, which halves a SmolLM2 iteration on a CPU with
+    #: bf16 instructions (experiments/bench/cli_speed.md).
     autocast: Optional[Autocast] = default_of(build_torch_engine, "autocast")  # type: ignore[assignment]  # noqa: UP045
 
 

@@ -33,7 +33,7 @@ def plain_prefill(
 #: ``rollout.engine.prefill``: how the prompts' cache is filled (all give the same numbers up to rounding).
 PREFILLS: tuple[str, ...] = ("plain", "shared", "tree")
 #: ``rollout.engine.autocast``: the lower precision sampling may run its matmuls in (``torch.autocast``).
-AUTOCASTS: tuple[str, ...] = ("bfloat16", "float16")
+AUTOCASTS: tuple[str, ...] = ("bfloat16",)
 
 
 def prefill_function(name: str) -> Callable[..., tuple[torch.Tensor, Any, torch.Tensor]]:
@@ -86,8 +86,9 @@ class TorchEngine:
             ``plain`` the left-padded batch (same results up to float rounding).
         merge_lora: sample with the LoRA adapters merged into the base weights (``Policy.merged_weights``): the
             same distribution up to float rounding, without the adapters' extra matmuls.
-        autocast: one of ``AUTOCASTS``: sample under ``torch.autocast`` at that dtype (the matmuls in it, the
-            sampling distribution in float32 from its logits); None: at the weights' own precision.
+        autocast: one of ``AUTOCASTS``: sample (training rollouts and evaluation alike) under ``torch.autocast``
+            at that dtype (the matmuls in it, the sampling distribution in float32 from its logits); None: at
+            the caller's precision (the weights' own inside the training loop).
     """
 
     def __init__(
@@ -127,7 +128,9 @@ class TorchEngine:
     @property
     def samples_policy_logprobs(self) -> bool:
         """Whether the returned log-probs are ``policy.logprobs`` at the sampling temperature (up to float
-        rounding): the engine runs the trained module itself, so only a nucleus (top_p < 1) changes them."""
+        rounding, or bf16 rounding under ``autocast``: then an update at float32 that reuses them starts from a
+        ratio that is not exactly 1): the engine runs the trained module itself, so only a nucleus (top_p < 1)
+        changes them."""
         return self.sampling.top_p >= 1.0
 
     @property
@@ -156,9 +159,10 @@ class TorchEngine:
         """
         import torch
 
-        # without the option no autocast context is entered: the caller's precision stays in force
+        # without the option no autocast context is entered: the caller's precision stays in force. The session
+        # (merge_lora's merge) opens outside the autocast, so the merged weights stay at the weights' dtype.
         cast = self.autocast and torch.autocast(self.policy.device.type, getattr(torch, self.autocast))
-        with torch.no_grad(), cast or contextlib.nullcontext():
+        with torch.no_grad(), self.session(), cast or contextlib.nullcontext():
             return self._generate(prompt_ids, prompt_mask, greedy, generator, temperature)
 
     def _generate(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from hf_tiny import build_tiny_hf_model
@@ -293,12 +295,13 @@ def test_a_per_call_temperature_replaces_the_engines_own(tiny):
     assert engine.sampling.temperature == 1.0
 
 
-def test_autocast_samples_the_policy_at_that_precision(tmp_path):
+@pytest.mark.parametrize("prefill", ["shared", "tree"])
+def test_autocast_samples_the_policy_at_that_precision(tmp_path, prefill):
     """``autocast=bfloat16``: the engine's sampling log-probs are the policy's scored under the same autocast
     (up to the cache's bf16 rounding), they differ from the float32 ones by bf16 rounding only, and the autocast
     ends with the call."""
     policy = _lora_policy(tmp_path / "qwen2")
-    engine = build_torch_engine(policy, max_new_tokens=6, autocast="bfloat16")
+    engine = build_torch_engine(policy, max_new_tokens=6, prefill=prefill, autocast="bfloat16")
     prompt_ids, prompt_mask = ragged_prompts(policy, 12, seed=4, shared=True)
     out = engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0))
     assert not torch.is_autocast_enabled("cpu")
@@ -317,3 +320,40 @@ def test_autocast_samples_the_policy_at_that_precision(tmp_path):
 def test_an_unknown_autocast_is_refused(hf):
     with pytest.raises(ValueError, match="autocast='float32' is not null or one of"):
         build_torch_engine(hf, autocast="float32")
+
+
+def test_merged_adapters_under_autocast_stay_float32(tmp_path):
+    """``merge_lora`` with ``autocast``: the merge runs outside the autocast, so every weight the sampler runs is
+    float32 (merged under the autocast, ``addmm`` would have made them bf16), and the weights are restored."""
+    policy = _lora_policy(tmp_path / "qwen2")
+    before = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    dtypes, merge = [], policy.merged_weights
+
+    @contextlib.contextmanager
+    def watched():
+        with merge():
+            dtypes.extend(p.dtype for p in policy.parameters())
+            yield
+
+    policy.merged_weights = watched
+    engine = build_torch_engine(policy, max_new_tokens=4, merge_lora=True, autocast="bfloat16")
+    engine.generate(*ragged_prompts(policy, 6, seed=5, shared=True), greedy=True)
+    assert dtypes and set(dtypes) == {torch.float32}
+    assert all(torch.equal(p, before[n]) for n, p in policy.named_parameters())
+
+
+def test_without_the_option_the_callers_autocast_stays_in_force(tmp_path):
+    """``autocast=None`` enters no context: under a caller's bf16 autocast the engine samples the bf16 numbers,
+    as ``policy.logprobs`` under the same autocast gives them."""
+    policy = _lora_policy(tmp_path / "qwen2")
+    engine = build_torch_engine(policy, max_new_tokens=6)
+    prompt_ids, prompt_mask = ragged_prompts(policy, 12, seed=4, shared=True)
+    with torch.autocast("cpu", torch.bfloat16):
+        out = engine.generate(prompt_ids, prompt_mask, generator=torch.Generator().manual_seed(0))
+    m = out.response_mask
+    with torch.no_grad():
+        fp32, _ = policy.logprobs(prompt_ids, prompt_mask, out.response_ids, m)
+        with torch.autocast("cpu", torch.bfloat16):
+            bf16, _ = policy.logprobs(prompt_ids, prompt_mask, out.response_ids, m)
+    to_bf16 = (out.logprobs[m] - bf16[m].float()).abs().max().item()
+    assert to_bf16 < 2e-3 and 2 * to_bf16 < (out.logprobs[m] - fp32[m]).abs().max().item()
