@@ -114,6 +114,10 @@ def test_the_code_analyses_what_the_preregistration_states(analysis):
     assert analysis.METRIC == f"eval_{metric}" and analysis.SECONDARY != analysis.METRIC
     assert analysis.DELTA == float(delta)
     assert f"family-wise {analysis.ALPHA}" in text
+    llm = text.split("## The LLM check")[1].split("\n## ")[0]
+    llm_metric = re.search(r"on the sampled\s+`eval/(\w+)`", llm).group(1)
+    assert analysis.REGISTERED_METRIC["llm"] == f"eval_{llm_metric}"
+    assert "must be 0 on every seed" in text and analysis.MUST_BE_EQUAL == ("no_repeat",)
 
 
 def test_a_verdict_the_missing_contrasts_could_change_is_provisional(analysis):
@@ -166,10 +170,10 @@ def test_each_arm_gets_its_mean_and_a_ci_that_covers_it(analysis):
     assert analysis.arm_table(analysis.arms(rows))[2].startswith("| frozenlake_random | gigpo | 3 | 0.400 [")
 
 
-def test_the_reported_families_are_analysed_without_verdicts_and_count_identical_pairs(analysis):
+def test_the_reported_families_are_analysed_without_verdicts_and_count_equal_pairs(analysis):
     """The controls and the other estimators (PREREGISTRATION.md, "Controls and secondary contrasts"): each
     family gets its own Holm correction and no verdict. On the no-repeat env GiGPO equals GRPO bit for bit, and
-    the identical-pair count says whether it did; the estimators' family is Holm over its 7 contrasts."""
+    the equal-pair count says whether it did; the estimators' family is Holm over its 7 contrasts."""
     rng = np.random.default_rng(7)
     n = 60
     base = rng.uniform(0.2, 0.5, n)
@@ -186,7 +190,7 @@ def test_the_reported_families_are_analysed_without_verdicts_and_count_identical
         },
     )
     no_repeat = analysis.analyse(rows, analysis.REPORTED["no_repeat"], confirmatory=False, resamples=2000)
-    assert no_repeat[0]["identical"] == n - 1 and no_repeat[0]["verdict"] is None
+    assert no_repeat[0]["equal"] == n - 1 and no_repeat[0]["verdict"] is None
     assert "| 59 |" in analysis.table(no_repeat)[2]
     records = {
         r["contrast"]: r
@@ -194,7 +198,7 @@ def test_the_reported_families_are_analysed_without_verdicts_and_count_identical
     }
     assert len(records) == 7 and {r["verdict"] for r in records.values()} == {None, "not run"}
     ppo, graph = records["gigpo vs ppo"], records["gigpo vs graphgpo"]
-    assert ppo["mean_difference"] == pytest.approx(0.2, abs=0.01) and ppo["identical"] == 0
+    assert ppo["mean_difference"] == pytest.approx(0.2, abs=0.01) and ppo["equal"] == 0
     # Holm over the family of 7, the 5 that have not run at p = 1: the smaller p is multiplied by 7
     assert ppo["holm_p"] == pytest.approx(min(1.0, 7 * ppo["p"]))
     assert graph["holm_p"] >= graph["p"] > 0.5 and graph["ci"][0] < 0 < graph["ci"][1]
