@@ -183,33 +183,30 @@ class TorchEngine:
         was_training = policy.training
         policy.eval()
         try:
-            with self.session():  # merges the adapters unless an enclosing session did
-                ids, mask = prompt_ids.to(device), prompt_mask.to(device=device, dtype=torch.bool)
-                prefill = prefill_function(self.prefill)
-                logits, cache, mask = prefill(policy, ids, mask, keep_cache=budget > 1)
-                stop = torch.tensor(policy.stop_ids(), device=device)
-                response_ids = torch.full(
-                    (n, budget), policy.tokenizer.pad_id, dtype=torch.long, device=device
-                )
-                response_mask = torch.zeros(n, budget, dtype=torch.bool, device=device)
-                logprobs = torch.zeros(n, budget, device=device)
-                rows = torch.arange(n, device=device)  # batch row -> output row
-                for step in range(budget):
-                    log_dist = sampling_log_probs(logits, tau, sampling.top_p)
-                    token = log_dist.argmax(-1) if greedy else sample_tokens(log_dist, generator)
-                    response_ids[rows, step] = token
-                    response_mask[rows, step] = True
-                    logprobs[rows, step] = log_dist.gather(-1, token[:, None]).squeeze(-1)
-                    stopped = torch.isin(token, stop)
-                    if step + 1 == budget or bool(stopped.all()):
-                        break
-                    if bool(stopped.any()):
-                        keep = (~stopped).nonzero().squeeze(1)
-                        cache = policy.select_cache(cache, keep)
-                        rows, mask, token = rows[keep], mask[keep], token[keep]
-                    mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-                    logits, cache = policy.forward_logits(token[:, None], mask, cache, logits_to_keep=1)
-                    logits = logits[:, -1]
+            ids, mask = prompt_ids.to(device), prompt_mask.to(device=device, dtype=torch.bool)
+            prefill = prefill_function(self.prefill)
+            logits, cache, mask = prefill(policy, ids, mask, keep_cache=budget > 1)
+            stop = torch.tensor(policy.stop_ids(), device=device)
+            response_ids = torch.full((n, budget), policy.tokenizer.pad_id, dtype=torch.long, device=device)
+            response_mask = torch.zeros(n, budget, dtype=torch.bool, device=device)
+            logprobs = torch.zeros(n, budget, device=device)
+            rows = torch.arange(n, device=device)  # batch row -> output row
+            for step in range(budget):
+                log_dist = sampling_log_probs(logits, tau, sampling.top_p)
+                token = log_dist.argmax(-1) if greedy else sample_tokens(log_dist, generator)
+                response_ids[rows, step] = token
+                response_mask[rows, step] = True
+                logprobs[rows, step] = log_dist.gather(-1, token[:, None]).squeeze(-1)
+                stopped = torch.isin(token, stop)
+                if step + 1 == budget or bool(stopped.all()):
+                    break
+                if bool(stopped.any()):
+                    keep = (~stopped).nonzero().squeeze(1)
+                    cache = policy.select_cache(cache, keep)
+                    rows, mask, token = rows[keep], mask[keep], token[keep]
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+                logits, cache = policy.forward_logits(token[:, None], mask, cache, logits_to_keep=1)
+                logits = logits[:, -1]
         finally:
             policy.train(was_training)
         width = step + 1
