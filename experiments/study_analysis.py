@@ -19,6 +19,8 @@ every other verdict is final.
 
 ``REPORTED`` holds the controls, the other estimators' contrasts and the LLM check, one Holm family each, analysed the same
 way but given no verdict: the pre-registration reports them and does not confirm anything with them.
+``SAME_RUNS`` names arms that rerun another arm's configuration (the ω grid's ends); the report counts the
+seeds whose two runs agree on every metric, a reproducibility check added after the pre-registration.
 
 A side of a contrast is one arm or several (the ω family's interior against its ends): per seed, the mean of
 the side's arms on that seed; a seed counts when every arm of both sides finished it. Writes
@@ -109,6 +111,11 @@ REPORTED: dict[str, list[Contrast]] = {
 REGISTERED_METRIC = {"llm": SECONDARY}
 #: Reported families whose pairs must all be equal; any that differ is a bug (PREREGISTRATION.md).
 MUST_BE_EQUAL = ("no_repeat",)
+#: Arms that rerun another arm's configuration under another name, in another command: the ω grid's ω = 1 is
+#: the primary GiGPO arm, and its ω = 0 is the lab's GRPO (the step level weighs 0, and the invalid penalty's
+#: dose (1 + ω)·p is GRPO's p). Each seed's two runs must agree on every metric. This checks that the runs are
+#: reproducible; it is not a registered test.
+SAME_RUNS = ((_omega("1.0"), "gigpo"), (_omega("0.0"), "grpo"))
 
 
 def side_values(rows: list[dict], setting: str, arms: tuple[str, ...], metric: str) -> dict[int, float]:
@@ -200,6 +207,29 @@ def analyse(
     return records
 
 
+def same_runs(rows: list[dict], copy: str, original: str) -> list[dict]:
+    """Per setting where both arms ran: the seeds both finished, and how many of them agree on every metric
+    that ``study_runs.METRICS`` reads."""
+    by = {(r["setting"], r["arm"], r["seed"]): r for r in rows}
+    records = []
+    for setting in sorted({s for s, arm, _ in by if arm == copy}):
+        seeds = sorted(
+            seed for s, arm, seed in by if (s, arm) == (setting, copy) and (s, original, seed) in by
+        )
+        if seeds:
+            same = sum(
+                all(
+                    by[(setting, copy, seed)][m] == by[(setting, original, seed)][m]
+                    for m in study_runs.METRICS
+                )
+                for seed in seeds
+            )
+            records.append(
+                {"setting": setting, "copy": copy, "original": original, "n": len(seeds), "same": same}
+            )
+    return records
+
+
 def arms(rows: list[dict]) -> list[dict]:
     """Per (setting, arm), in the order first seen: its finished seeds and the mean of each metric with its 95%
     bootstrap CI over seeds (descriptive, not a contrast)."""
@@ -275,6 +305,12 @@ def main() -> None:
                     text += [f"**{r['contrast']}: {r['n'] - r['equal']} of {r['n']} pairs differ; the registered "
                              "expectation is 0 (any other count is a bug).**" for r in records if r["n"]]  # fmt: skip
                     text += [""]
+    out["same_runs"] = [r for copy, original in SAME_RUNS for r in same_runs(rows, copy, original)]
+    if out["same_runs"]:
+        text += ["## Reruns: the same configuration under two names (a check, not registered)", ""]
+        text += [f"- {r['setting']}: {r['copy']} against {r['original']}: {r['same']} of {r['n']} seeds identical on "
+                 f"every metric (any other count: the runs are not reproducible)" for r in out["same_runs"]]  # fmt: skip
+        text += [""]
     out["arms"] = arms(rows)
     text += [
         "## Arms: each arm's mean over its finished seeds (descriptive)",

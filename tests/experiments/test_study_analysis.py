@@ -219,3 +219,20 @@ def test_the_llm_checks_runs_are_the_llm_familys_sides(analysis):
     (contrast,) = analysis.REPORTED["llm"]
     assert study_runs.parse_job_key(key) == (contrast.setting, contrast.b[0], 3)
     assert contrast.a == ("gigpo",)
+
+
+def test_a_rerun_of_an_arm_under_another_name_counts_its_identical_seeds(analysis):
+    """The ω grid's ends rerun the primary arms (``SAME_RUNS``): a seed counts as identical only if every
+    metric agrees; a setting where only the copy ran is not reported."""
+    omega1, gigpo = analysis.SAME_RUNS[0]
+    rows = _rows("frozenlake_random", {omega1: np.arange(5) / 10, gigpo: np.arange(5) / 10})
+    rows += _rows("frozenlake8x8", {omega1: np.arange(3) / 10})
+    for r in rows:
+        r.update(greedy_success=None, env_steps=1000)
+    differs = next(r for r in rows if r["arm"] == gigpo and r["seed"] == 2)
+    differs["env_steps"] = 1001  # same success, another number of env steps: not the same run
+    del rows[rows.index(next(r for r in rows if r["arm"] == omega1 and r["seed"] == 4))]
+    assert analysis.same_runs(rows, omega1, gigpo) == [
+        {"setting": "frozenlake_random", "copy": omega1, "original": gigpo, "n": 4, "same": 3}
+    ]
+    assert analysis.SAME_RUNS[1] == (analysis._omega("0.0"), "grpo")
