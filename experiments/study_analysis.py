@@ -211,23 +211,15 @@ def same_runs(rows: list[dict], copy: str, original: str) -> list[dict]:
     """Per setting where both arms ran: the seeds both finished, and how many of them agree on every metric
     that ``study_runs.METRICS`` reads."""
     by = {(r["setting"], r["arm"], r["seed"]): r for r in rows}
-    records = []
-    for setting in sorted({s for s, arm, _ in by if arm == copy}):
-        seeds = sorted(
-            seed for s, arm, seed in by if (s, arm) == (setting, copy) and (s, original, seed) in by
-        )
-        if seeds:
-            same = sum(
-                all(
-                    by[(setting, copy, seed)][m] == by[(setting, original, seed)][m]
-                    for m in study_runs.METRICS
-                )
-                for seed in seeds
-            )
-            records.append(
-                {"setting": setting, "copy": copy, "original": original, "n": len(seeds), "same": same}
-            )
-    return records
+    agree: dict[str, list[bool]] = {}
+    for (setting, arm, seed), run in by.items():
+        twin = by.get((setting, original, seed))
+        if arm == copy and twin is not None:
+            agree.setdefault(setting, []).append(all(run[m] == twin[m] for m in study_runs.METRICS))
+    return [
+        {"setting": setting, "copy": copy, "original": original, "n": len(same), "same": sum(same)}
+        for setting, same in sorted(agree.items())
+    ]
 
 
 def arms(rows: list[dict]) -> list[dict]:
