@@ -24,13 +24,21 @@ seeds whose two runs agree on every metric, a reproducibility check added after 
 
 A side of a contrast is one arm or several (the ω family's interior against its ends): per seed, the mean of
 the side's arms on that seed; a seed counts when every arm of both sides finished it. Writes
-``analysis.md`` and ``analysis.json`` (each contrast's per-seed pairs, so every number can be re-derived).
+``analysis.md``, ``analysis.json`` (each contrast's per-seed pairs, so every number can be re-derived) and
+``rows.json`` (the runs read from the store and from ``--rows``, so they outlive the store).
+
+The runs come from a store, from earlier ``rows.json`` files, or, for runs whose store was lost before rows
+were saved, from an earlier ``analysis.json`` (``--prior``): a side whose arms have no row takes that analysis's
+per-seed values, and the sides of one arm become rows again. A contrast recomputed from the same per-seed
+values gets the same numbers when the contrasts before it in its family have their same seeds too (each family
+draws its bootstrap and sign-flip stream in order).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -116,13 +124,35 @@ MUST_BE_EQUAL = ("no_repeat",)
 #: dose (1 + ω)·p is GRPO's p). Each seed's two runs must agree on every metric. This checks that the runs are
 #: reproducible; it is not a registered test.
 SAME_RUNS = ((_omega("1.0"), "gigpo"), (_omega("0.0"), "grpo"))
+#: Settings where a SAME_RUNS copy that did not run takes its original's runs (a deviation, RESULTS.md): on
+#: FrozenLake 8×8, the store holding the partial ω = 0 and ω = 1 reruns was lost with its machine, and they were
+#: not run again. Reused rows are marked ``reused`` and never count as a rerun in ``same_runs``.
+REUSED = ("frozenlake8x8",)
 
 
-def side_values(rows: list[dict], setting: str, arms: tuple[str, ...], metric: str) -> dict[int, float]:
-    """Per seed that every arm of ``arms`` finished in ``setting``: the mean of their ``metric``."""
+def reuse(rows: list[dict], settings: tuple[str, ...] = REUSED) -> list[dict]:
+    """``rows`` plus, on ``settings``, for each SAME_RUNS pair and each seed that the original finished and the
+    copy did not: the original's row under the copy's name, with ``reused`` naming the original."""
+    have = {(r["setting"], r["arm"], r["seed"]) for r in rows}
+    added = [
+        r | {"arm": copy, "reused": original}
+        for copy, original in SAME_RUNS
+        for r in rows
+        if r["setting"] in settings and r["arm"] == original and (r["setting"], copy, r["seed"]) not in have
+    ]
+    return rows + added
+
+
+def side_values(
+    rows: list[dict], setting: str, arms: tuple[str, ...], metric: str, prior: study_runs.Sides | None = None
+) -> dict[int, float]:
+    """Per seed that every arm of ``arms`` finished in ``setting``: the mean of their ``metric``. Where an arm
+    has no row in ``setting`` and ``prior`` (``study_runs.prior_sides``) holds the side: its values."""
     by = {(r["arm"], r["seed"]): r[metric] for r in rows if r["setting"] == setting}
-    seeds = set.intersection(*({s for (arm, s) in by if arm == name} for name in arms))
-    return {s: float(np.mean([by[(name, s)] for name in arms])) for s in seeds}
+    found = [{s for (arm, s) in by if arm == name} for name in arms]
+    if not all(found) and prior and (setting, arms, metric) in prior:
+        return dict(prior[(setting, arms, metric)])
+    return {s: float(np.mean([by[(name, s)] for name in arms])) for s in set.intersection(*found)}
 
 
 def verdict(holm_p: float, mean: float, high: float, alpha: float = ALPHA, delta: float = DELTA) -> str:
@@ -141,6 +171,7 @@ def analyse(
     resamples: int = 50_000,
     planned: int = N_SEEDS,
     confirmatory: bool = True,
+    prior: study_runs.Sides | None = None,
 ) -> list[dict]:
     """One record per contrast of the family. Holm's correction is over the whole family as registered. A
     contrast whose arms share fewer than 2 seeds (not run yet, or lost) gets the verdict ``not run``. For each
@@ -149,11 +180,11 @@ def analyse(
     verdict is marked provisional when its own contrast is short of ``planned`` seeds, or when it would differ
     with those others at p = 0. On a secondary metric, or in a family that is not ``confirmatory``, the verdict
     is None. ``equal`` counts the seeds whose two sides have the same value (on a metric of a few
-    evaluations, ties happen by chance too)."""
+    evaluations, ties happen by chance too). ``prior``: as ``side_values``'s."""
     rng = np.random.default_rng(SEED)
     records = []
     for c in family:
-        a, b = side_values(rows, c.setting, c.a, metric), side_values(rows, c.setting, c.b, metric)
+        a, b = (side_values(rows, c.setting, side, metric, prior) for side in (c.a, c.b))
         seeds = sorted(set(a) & set(b))
         if len(seeds) < 2:
             records.append({"contrast": c.name, "setting": c.setting, "a": list(c.a), "b": list(c.b)})
@@ -209,13 +240,15 @@ def analyse(
 
 def same_runs(rows: list[dict], copy: str, original: str) -> list[dict]:
     """Per setting where both arms ran: the seeds both finished, and how many of them agree on every metric
-    that ``study_runs.METRICS`` reads."""
-    by = {(r["setting"], r["arm"], r["seed"]): r for r in rows}
+    that ``study_runs.METRICS`` reads and both rows hold (a row recovered from a prior analysis holds two).
+    A ``reused`` row did not run, and is not counted."""
+    by = {(r["setting"], r["arm"], r["seed"]): r for r in rows if not r.get("reused")}
     agree: dict[str, list[bool]] = {}
     for (setting, arm, seed), run in by.items():
         twin = by.get((setting, original, seed))
         if arm == copy and twin is not None:
-            agree.setdefault(setting, []).append(all(run[m] == twin[m] for m in study_runs.METRICS))
+            held = [m for m in study_runs.METRICS if run[m] is not None and twin[m] is not None]
+            agree.setdefault(setting, []).append(all(run[m] == twin[m] for m in held))
     return [
         {"setting": setting, "copy": copy, "original": original, "n": len(same), "same": sum(same)}
         for setting, same in sorted(agree.items())
@@ -271,23 +304,38 @@ def table(records: list[dict]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", required=True)
-    parser.add_argument(
-        "--experiment", action="append", required=True, help="repeat for each study experiment"
-    )
+    parser.add_argument("--store", help="the study's MLflow store, read with --experiment")
+    parser.add_argument("--experiment", action="append", default=[], help="repeat for each study experiment")
+    parser.add_argument("--rows", action="append", default=[], type=Path, help="an earlier rows.json; repeat")
+    parser.add_argument("--prior", type=Path, help="an earlier analysis.json, for runs no store or rows hold")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
+    if bool(args.store) != bool(args.experiment) or not (args.store or args.rows or args.prior):
+        parser.error("give --store with one --experiment or more, and/or --rows or --prior")
     rows, notes = [], []
     for name in args.experiment:
         found, more = study_runs.read_runs(args.store, name)
         rows += found
         notes += more
+    for path in args.rows:
+        rows += study_runs.load_rows(path)
+    saved = rows
+    prior_json = json.loads(args.prior.read_text()) if args.prior else {"same_runs": [], "arms": []}
+    prior = study_runs.prior_sides(prior_json)
+    have = {(r["setting"], r["arm"], r["seed"]) for r in rows}
+    recovered = [
+        r for r in study_runs.rows_from_sides(prior) if (r["setting"], r["arm"], r["seed"]) not in have
+    ]
+    rows = reuse(recovered + rows)
+    reused = Counter((r["setting"], r["arm"], r["reused"]) for r in rows if r.get("reused"))
+    notes += [f"{setting} / {arm}: {n} seeds not run, {original}'s rows reused (REUSED)"
+              for (setting, arm, original), n in reused.items()]  # fmt: skip
     out, text = {}, []
     for confirmatory, families in ((True, FAMILIES), (False, REPORTED)):
         for name, family in families.items():
             registered = REGISTERED_METRIC.get(name, METRIC)
             for metric in (registered, *({METRIC, SECONDARY} - {registered})):
-                records = analyse(rows, family, metric, confirmatory=confirmatory)
+                records = analyse(rows, family, metric, confirmatory=confirmatory, prior=prior)
                 out[f"{name}/{metric}"] = records
                 role = "registered metric" if metric == registered else "other metric"
                 if not confirmatory or metric != registered:
@@ -298,12 +346,16 @@ def main() -> None:
                              "expectation is 0 (any other count is a bug).**" for r in records if r["n"]]  # fmt: skip
                     text += [""]
     out["same_runs"] = [r for copy, original in SAME_RUNS for r in same_runs(rows, copy, original)]
+    found = {(r["setting"], r["copy"]) for r in out["same_runs"]}
+    out["same_runs"] += [r for r in prior_json["same_runs"] if (r["setting"], r["copy"]) not in found]
     if out["same_runs"]:
         text += ["## Reruns: the same configuration under two names (a check, not registered)", ""]
         text += [f"- {r['setting']}: {r['copy']} against {r['original']}: {r['same']} of {r['n']} seeds identical on "
                  f"every metric (any other count: the runs are not reproducible)" for r in out["same_runs"]]  # fmt: skip
         text += [""]
-    out["arms"] = arms(rows)
+    # the prior's arms in its order, each recomputed where rows hold it, then the arms it did not have
+    by_arm = {(r["setting"], r["arm"]): r for r in prior_json["arms"]}
+    out["arms"] = list((by_arm | {(r["setting"], r["arm"]): r for r in arms(rows)}).values())
     text += [
         "## Arms: each arm's mean over its finished seeds (descriptive)",
         "",
@@ -314,6 +366,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "analysis.json").write_text(json.dumps(out, indent=1) + "\n")
     (args.out / "analysis.md").write_text("\n".join(text) + "\n")
+    study_runs.save_rows(args.out / "rows.json", saved)
     print("\n".join(text))
 
 

@@ -11,9 +11,17 @@ arm and its setting as config groups of experiments/, for example::
 
 Every FINISHED child run of every sweep of the experiment counts, except runs a resumed sweep superseded;
 two FINISHED runs of one (setting, arm, seed) keep the newer and say so.
+
+Rows outlive their store: ``save_rows`` writes them to a JSON file that is committed beside the analysis, and
+``load_rows`` reads them back. For runs whose store and rows are both gone, ``prior_sides`` recovers what an
+earlier ``analysis.json`` kept: each contrast's per-seed values of each side, and ``rows_from_sides`` turns the
+sides of one arm back into rows (the two metrics a contrast reads; the others None).
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 METRICS = {  # row key -> MLflow metric (its last value)
     "eval_final": "eval/final",
@@ -68,3 +76,53 @@ def read_runs(uri: str, experiment: str) -> tuple[list[dict], list[str]]:
             notes.append(f"{setting} / {arm} / seed {seed}: two finished runs, the newer kept")
         rows[(setting, arm, seed)] = row
     return [rows[k] for k in sorted(rows)], notes
+
+
+def save_rows(path: Path, rows: list[dict]) -> None:
+    """Write ``rows`` (``read_runs``'s) to a JSON file, one row per line."""
+    path.write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")
+
+
+def load_rows(path: Path) -> list[dict]:
+    """The rows a ``save_rows`` file holds."""
+    return json.loads(path.read_text())
+
+
+Sides = dict[tuple[str, tuple[str, ...], str], dict[int, float]]
+
+
+def prior_sides(analysis: dict) -> Sides:
+    """Every side of every contrast an earlier ``analysis.json`` computed: ``(setting, arms, metric)`` to its
+    value per seed. A side that two contrasts share must have the same values in both."""
+    sides: Sides = {}
+    for key, records in analysis.items():
+        if "/" not in key:  # "same_runs", "arms": not contrasts
+            continue
+        for r in records:
+            for arms, values in ((r["a"], r.get("a_values")), (r["b"], r.get("b_values"))):
+                if values is None:  # a contrast that had not run
+                    continue
+                side, found = (
+                    (r["setting"], tuple(arms), r["metric"]),
+                    dict(zip(r["seeds"], values, strict=True)),
+                )
+                if sides.setdefault(side, found) != found:
+                    raise ValueError(f"{side}: two contrasts of the prior analysis give it different values")
+    return sides
+
+
+def rows_from_sides(sides: Sides) -> list[dict]:
+    """Rows of the arms that are a whole side of a contrast, sorted like ``read_runs``'s: ``setting``, ``arm``,
+    ``seed`` and the metrics the sides hold; the other ``METRICS``, ``run_id`` and ``wall_s`` are None."""
+    rows: dict[tuple[str, str, int], dict] = {}
+    for (setting, arms, metric), values in sides.items():
+        if len(arms) != 1:
+            continue
+        for seed, value in values.items():
+            row = rows.setdefault(
+                (setting, arms[0], seed),
+                {"setting": setting, "arm": arms[0], "seed": seed, "run_id": None, "wall_s": None}
+                | dict.fromkeys(METRICS),
+            )
+            row[metric] = value
+    return [rows[k] for k in sorted(rows)]

@@ -236,3 +236,135 @@ def test_a_rerun_of_an_arm_under_another_name_counts_its_identical_seeds(analysi
         {"setting": "frozenlake_random", "copy": omega1, "original": gigpo, "n": 4, "same": 3}
     ]
     assert analysis.SAME_RUNS[1] == (analysis._omega("0.0"), "grpo")
+
+
+def test_a_prior_analysis_gives_back_the_same_contrasts_without_its_runs(analysis):
+    """A store that is lost leaves its analysis.json: every contrast recomputed from its per-seed sides gets
+    the same numbers, the sides of one arm become rows again, and a side of several arms is used as it is."""
+    import study_runs
+
+    rng = np.random.default_rng(3)
+    n = 12
+    base = rng.uniform(0.3, 0.6, n)
+    rows = _rows(
+        "frozenlake_random", {"gigpo": base + 0.1, "grpo": base, "rloo": base + rng.normal(0, 0.1, n)}
+    )
+    omega = rng.uniform(0.2, 0.5, n)
+    rows += _rows(
+        "frozenlake_random",
+        {analysis._omega(w): omega + rng.normal(0, 0.05, n) for w in ("0.0", "0.5", "1.0", "1.5", "2.0")},
+    )
+    prior = {}
+    for family in ("primary", "omega"):
+        for metric in ("eval_auc", "eval_final"):
+            prior[f"{family}/{metric}"] = analysis.analyse(
+                rows, analysis.FAMILIES[family], metric, resamples=500, planned=n
+            )
+    sides = study_runs.prior_sides(prior | {"same_runs": [], "arms": []})
+    assert prior["omega/eval_auc"][0]["n"] == n  # the ω family ran on random maps: its sides average arms
+    for family in ("primary", "omega"):
+        again = analysis.analyse([], analysis.FAMILIES[family], resamples=500, planned=n, prior=sides)
+        assert again == prior[f"{family}/eval_auc"]
+    recovered = study_runs.rows_from_sides(sides)
+    assert {r["arm"] for r in recovered} == {"gigpo", "grpo", "rloo"}  # the ω sides average 3 and 2 arms
+    key = ("setting", "arm", "seed", "eval_auc", "eval_final")
+    original = [r for r in rows if r["arm"] in ("gigpo", "grpo", "rloo")]
+    assert sorted(tuple(r[k] for k in key) for r in recovered) == sorted(
+        tuple(r[k] for k in key) for r in original
+    )
+    assert all(r["env_steps"] is None and r["run_id"] is None for r in recovered)
+    # a side two contrasts share must agree in both, or the prior is not one analysis
+    assert prior["primary/eval_auc"][2]["contrast"] == "H3 frozenlake_random"
+    prior["primary/eval_auc"][2]["a_values"][0] += 0.5  # H3's gigpo, also H1's
+    with pytest.raises(ValueError, match="different values"):
+        study_runs.prior_sides(prior)
+
+
+def test_rows_are_saved_and_read_back(analysis, tmp_path):
+    import study_runs
+
+    rows = _rows("frozenlake8x8", {"gigpo": np.array([0.25, 0.5])})
+    rows[0].update(run_id="abc", wall_s=None, env_steps=30016)
+    study_runs.save_rows(tmp_path / "rows.json", rows)
+    assert study_runs.load_rows(tmp_path / "rows.json") == rows
+    study_runs.save_rows(tmp_path / "none.json", [])
+    assert study_runs.load_rows(tmp_path / "none.json") == []
+
+
+def test_a_copy_that_did_not_run_on_a_reused_setting_takes_its_originals_row(analysis):
+    """REUSED: the ω grid's ends take the primary arms' rows on 8×8 where they did not run, and nowhere else;
+    a reused row is never counted as a rerun, and a copy that ran keeps its own row."""
+    omega1, gigpo = analysis.SAME_RUNS[0]
+    omega0, grpo = analysis.SAME_RUNS[1]
+    rows = _rows(
+        "frozenlake8x8", {gigpo: np.arange(4) / 10, grpo: np.arange(4) / 20, omega1: np.array([0.9])}
+    )
+    rows += _rows("frozenlake_random", {gigpo: np.arange(4) / 10})
+    for r in rows:
+        r.update(greedy_success=None, env_steps=1000)
+    out = analysis.reuse(rows, ("frozenlake8x8",))
+    added = out[len(rows) :]
+    assert out[: len(rows)] == rows
+    assert sorted((r["arm"], r["seed"], r["reused"]) for r in added) == sorted(
+        [(omega1, s, gigpo) for s in (1, 2, 3)] + [(omega0, s, grpo) for s in range(4)]
+    )
+    assert all(r["setting"] == "frozenlake8x8" for r in added)
+    by = {(r["arm"], r["seed"]): r for r in out}
+    assert by[(omega0, 2)]["eval_auc"] == by[(grpo, 2)]["eval_auc"] == 0.1
+    assert by[(omega1, 0)]["eval_auc"] == 0.9  # it ran: its own value, not gigpo's 0.0
+    # the one seed that ran differs from its original; the reused ones are not compared at all
+    assert analysis.same_runs(out, omega1, gigpo) == [
+        {"setting": "frozenlake8x8", "copy": omega1, "original": gigpo, "n": 1, "same": 0}
+    ]
+    assert analysis.same_runs(out, omega0, grpo) == []
+    assert analysis.REUSED == ("frozenlake8x8",)
+
+
+def test_a_rerun_is_compared_on_the_metrics_both_rows_hold(analysis):
+    """A row recovered from a prior analysis holds two metrics: its rerun is compared on those two."""
+    omega0, grpo = analysis.SAME_RUNS[1]
+    rows = _rows("frozenlake8x8", {grpo: np.array([0.1, 0.2]), omega0: np.array([0.1, 0.3])})
+    for r in rows:
+        r.update(greedy_success=None, env_steps=None if r["arm"] == grpo else 30000)
+    assert analysis.same_runs(rows, omega0, grpo) == [
+        {"setting": "frozenlake8x8", "copy": omega0, "original": grpo, "n": 2, "same": 1}
+    ]
+
+
+def test_the_command_reruns_an_analysis_from_its_json_and_saved_rows(analysis, tmp_path, monkeypatch):
+    """``--prior`` and ``--rows`` without a store: the contrasts come back the same, a new run in the rows
+    joins them, and rows.json keeps only the rows that were read (a prior's rows are in its analysis.json)."""
+    import json
+
+    import study_runs
+
+    rng = np.random.default_rng(5)
+    base = rng.uniform(0.3, 0.6, 8)
+    first = _rows("frozenlake_random", {"gigpo": base + 0.2, "grpo": base})
+    for r in first:
+        r.update(run_id=None, wall_s=None, greedy_success=None, env_steps=None)
+    monkeypatch.setattr(analysis, "N_SEEDS", 8)
+    study_runs.save_rows(tmp_path / "first.json", first)
+    monkeypatch.setattr(
+        "sys.argv", ["x", "--rows", str(tmp_path / "first.json"), "--out", str(tmp_path / "a")]
+    )
+    analysis.main()
+    before = json.loads((tmp_path / "a" / "analysis.json").read_text())
+    assert study_runs.load_rows(tmp_path / "a" / "rows.json") == first
+    later = _rows("frozenlake_random", {"rloo": base + 0.1})
+    for r in later:
+        r.update(run_id="r", wall_s=1.0, greedy_success=None, env_steps=100)
+    study_runs.save_rows(tmp_path / "later.json", later)
+    argv = ["x", "--prior", str(tmp_path / "a" / "analysis.json"), "--rows", str(tmp_path / "later.json")]
+    monkeypatch.setattr("sys.argv", [*argv, "--out", str(tmp_path / "b")])
+    analysis.main()
+    after = json.loads((tmp_path / "b" / "analysis.json").read_text())
+    # H1 comes back from the prior's per-seed sides with the same statistics (its Holm p may move: H3 now ran)
+    h1 = [{k: v for k, v in r.items() if k not in ("holm_p", "verdict")} for r in (
+        next(r for r in result["primary/eval_auc"] if r["contrast"] == "H1 frozenlake_random")
+        for result in (before, after))]  # fmt: skip
+    assert h1[0] == h1[1] and h1[0]["n"] == 8
+    h3 = next(r for r in after["primary/eval_auc"] if r["contrast"] == "H3 frozenlake_random")
+    assert h3["n"] == 8 and h3["mean_difference"] == pytest.approx(0.1)
+    assert study_runs.load_rows(tmp_path / "b" / "rows.json") == later
+    assert [a["arm"] for a in after["arms"]] == ["gigpo", "grpo", "rloo"]
