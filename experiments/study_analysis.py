@@ -133,7 +133,7 @@ REUSED = ("frozenlake8x8",)
 def reuse(rows: list[dict], settings: tuple[str, ...] = REUSED) -> list[dict]:
     """``rows`` plus, on ``settings``, for each SAME_RUNS pair and each seed that the original finished and the
     copy did not: the original's row under the copy's name, with ``reused`` naming the original."""
-    have = {(r["setting"], r["arm"], r["seed"]) for r in rows}
+    have = set(map(study_runs.key, rows))
     added = [
         r | {"arm": copy, "reused": original}
         for copy, original in SAME_RUNS
@@ -146,13 +146,12 @@ def reuse(rows: list[dict], settings: tuple[str, ...] = REUSED) -> list[dict]:
 def side_values(
     rows: list[dict], setting: str, arms: tuple[str, ...], metric: str, prior: study_runs.Sides | None = None
 ) -> dict[int, float]:
-    """Per seed that every arm of ``arms`` finished in ``setting``: the mean of their ``metric``. Where an arm
-    has no row in ``setting`` and ``prior`` (``study_runs.prior_sides``) holds the side: its values."""
+    """Per seed: the mean ``metric`` of the arms of ``arms`` in ``setting``, from ``rows`` on the seeds every
+    arm finished there; on other seeds, the side's value in ``prior`` (``study_runs.prior_sides``), if any."""
     by = {(r["arm"], r["seed"]): r[metric] for r in rows if r["setting"] == setting}
-    found = [{s for (arm, s) in by if arm == name} for name in arms]
-    if not all(found) and prior and (setting, arms, metric) in prior:
-        return dict(prior[(setting, arms, metric)])
-    return {s: float(np.mean([by[(name, s)] for name in arms])) for s in set.intersection(*found)}
+    seeds = set.intersection(*({s for (arm, s) in by if arm == name} for name in arms))
+    found = {s: float(np.mean([by[(name, s)] for name in arms])) for s in seeds}
+    return (prior or {}).get((setting, arms, metric), {}) | found
 
 
 def verdict(holm_p: float, mean: float, high: float, alpha: float = ALPHA, delta: float = DELTA) -> str:
@@ -239,27 +238,33 @@ def analyse(
 
 
 def same_runs(rows: list[dict], copy: str, original: str) -> list[dict]:
-    """Per setting where both arms ran: the seeds both finished, and how many of them agree on every metric
-    that ``study_runs.METRICS`` reads and both rows hold (a row recovered from a prior analysis holds two).
-    A ``reused`` row did not run, and is not counted."""
-    by = {(r["setting"], r["arm"], r["seed"]): r for r in rows if not r.get("reused")}
+    """Per setting where both arms ran: the seeds both finished, how many of them agree on every metric that
+    ``study_runs.METRICS`` reads, and those metrics. A metric that a ``recovered`` row does not hold is not
+    compared (``metrics`` then lists fewer); a ``reused`` row did not run, and is not counted."""
+    by = {study_runs.key(r): r for r in rows if not r.get("reused")}
     agree: dict[str, list[bool]] = {}
+    compared: dict[str, set[str]] = {}
     for (setting, arm, seed), run in by.items():
         twin = by.get((setting, original, seed))
-        if arm == copy and twin is not None:
-            held = [m for m in study_runs.METRICS if run[m] is not None and twin[m] is not None]
-            agree.setdefault(setting, []).append(all(run[m] == twin[m] for m in held))
+        if arm != copy or twin is None:
+            continue
+        held = [
+            m for m in study_runs.METRICS if not any(r.get("recovered") and r[m] is None for r in (run, twin))
+        ]
+        compared[setting] = compared.get(setting, set(held)) & set(held)
+        agree.setdefault(setting, []).append(bool(held) and all(run[m] == twin[m] for m in held))
     return [
-        {"setting": setting, "copy": copy, "original": original, "n": len(same), "same": sum(same)}
+        {"setting": setting, "copy": copy, "original": original, "n": len(same), "same": sum(same),
+         "metrics": [m for m in study_runs.METRICS if m in compared[setting]]}
         for setting, same in sorted(agree.items())
-    ]
+    ]  # fmt: skip
 
 
 def arms(rows: list[dict]) -> list[dict]:
     """Per (setting, arm), in the order first seen: its finished seeds and the mean of each metric with its 95%
-    bootstrap CI over seeds (descriptive, not a contrast)."""
+    bootstrap CI over seeds (descriptive, not a contrast). A ``reused`` row did not run, and is left out."""
     out = {}
-    for r in rows:
+    for r in (r for r in rows if not r.get("reused")):
         out.setdefault((r["setting"], r["arm"]), []).append(r)
     records = []
     for (setting, arm), runs in out.items():
@@ -302,34 +307,31 @@ def table(records: list[dict]) -> list[str]:
     return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", help="the study's MLflow store, read with --experiment")
-    parser.add_argument("--experiment", action="append", default=[], help="repeat for each study experiment")
-    parser.add_argument("--rows", action="append", default=[], type=Path, help="an earlier rows.json; repeat")
-    parser.add_argument("--prior", type=Path, help="an earlier analysis.json, for runs no store or rows hold")
-    parser.add_argument("--out", required=True, type=Path)
-    args = parser.parse_args()
-    if bool(args.store) != bool(args.experiment) or not (args.store or args.rows or args.prior):
-        parser.error("give --store with one --experiment or more, and/or --rows or --prior")
-    rows, notes = [], []
+def gather(args: argparse.Namespace) -> tuple[list[dict], list[dict], study_runs.Sides, dict, list[str]]:
+    """The runs to analyse: ``(rows, saved, prior, prior_json, notes)``. ``saved``: the rows read from the
+    store and the ``--rows`` files, each once; ``rows``: those, the rows recovered from the prior analysis's
+    sides of one arm for runs they lack, and the ``REUSED`` copies."""
+    read, notes = [], []
     for name in args.experiment:
         found, more = study_runs.read_runs(args.store, name)
-        rows += found
+        read.append(found)
         notes += more
-    for path in args.rows:
-        rows += study_runs.load_rows(path)
-    saved = rows
+    saved, more = study_runs.merge(*read, *map(study_runs.load_rows, args.rows))
+    notes += more
     prior_json = json.loads(args.prior.read_text()) if args.prior else {"same_runs": [], "arms": []}
     prior = study_runs.prior_sides(prior_json)
-    have = {(r["setting"], r["arm"], r["seed"]) for r in rows}
-    recovered = [
-        r for r in study_runs.rows_from_sides(prior) if (r["setting"], r["arm"], r["seed"]) not in have
-    ]
-    rows = reuse(recovered + rows)
+    have = set(map(study_runs.key, saved))
+    recovered = [r for r in study_runs.rows_from_sides(prior) if study_runs.key(r) not in have]
+    rows = reuse(recovered + saved)
     reused = Counter((r["setting"], r["arm"], r["reused"]) for r in rows if r.get("reused"))
     notes += [f"{setting} / {arm}: {n} seeds not run, {original}'s rows reused (REUSED)"
               for (setting, arm, original), n in reused.items()]  # fmt: skip
+    return rows, saved, prior, prior_json, notes
+
+
+def family_sections(rows: list[dict], prior: study_runs.Sides) -> tuple[dict, list[str]]:
+    """Every family of ``FAMILIES`` and ``REPORTED`` on each metric: the records by ``family/metric``, and
+    their Markdown sections."""
     out, text = {}, []
     for confirmatory, families in ((True, FAMILIES), (False, REPORTED)):
         for name, family in families.items():
@@ -345,14 +347,38 @@ def main() -> None:
                     text += [f"**{r['contrast']}: {r['n'] - r['equal']} of {r['n']} pairs differ; the registered "
                              "expectation is 0 (any other count is a bug).**" for r in records if r["n"]]  # fmt: skip
                     text += [""]
-    out["same_runs"] = [r for copy, original in SAME_RUNS for r in same_runs(rows, copy, original)]
-    found = {(r["setting"], r["copy"]) for r in out["same_runs"]}
-    out["same_runs"] += [r for r in prior_json["same_runs"] if (r["setting"], r["copy"]) not in found]
-    if out["same_runs"]:
-        text += ["## Reruns: the same configuration under two names (a check, not registered)", ""]
-        text += [f"- {r['setting']}: {r['copy']} against {r['original']}: {r['same']} of {r['n']} seeds identical on "
-                 f"every metric (any other count: the runs are not reproducible)" for r in out["same_runs"]]  # fmt: skip
-        text += [""]
+    return out, text
+
+
+def rerun_section(rows: list[dict], prior_json: dict) -> tuple[list[dict], list[str]]:
+    """``same_runs`` for every ``SAME_RUNS`` pair, keeping a prior analysis's record where it covers more
+    seeds, and its Markdown section (none if no pair ran)."""
+    records = {(r["setting"], r["copy"]): r for r in prior_json["same_runs"]}
+    for r in (r for copy, original in SAME_RUNS for r in same_runs(rows, copy, original)):
+        if r["n"] >= records.get((r["setting"], r["copy"]), {"n": 0})["n"]:
+            records[(r["setting"], r["copy"])] = r
+    text = [f"- {r['setting']}: {r['copy']} against {r['original']}: {r['same']} of {r['n']} seeds identical on "
+            f"{', '.join(r.get('metrics', study_runs.METRICS))} (any other count: the runs are not reproducible)"
+            for r in records.values()]  # fmt: skip
+    if text:
+        text = ["## Reruns: the same configuration under two names (a check, not registered)", "", *text, ""]
+    return list(records.values()), text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", help="the study's MLflow store, read with --experiment")
+    parser.add_argument("--experiment", action="append", default=[], help="repeat for each study experiment")
+    parser.add_argument("--rows", action="append", default=[], type=Path, help="an earlier rows.json; repeat")
+    parser.add_argument("--prior", type=Path, help="an earlier analysis.json, for runs no store or rows hold")
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    if bool(args.store) != bool(args.experiment) or not (args.store or args.rows or args.prior):
+        parser.error("give --store with one --experiment or more, and/or --rows or --prior")
+    rows, saved, prior, prior_json, notes = gather(args)
+    out, text = family_sections(rows, prior)
+    out["same_runs"], more = rerun_section(rows, prior_json)
+    text += more
     # the prior's arms in its order, each recomputed where rows hold it, then the arms it did not have
     by_arm = {(r["setting"], r["arm"]): r for r in prior_json["arms"]}
     out["arms"] = list((by_arm | {(r["setting"], r["arm"]): r for r in arms(rows)}).values())

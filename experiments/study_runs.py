@@ -13,9 +13,10 @@ Every FINISHED child run of every sweep of the experiment counts, except runs a 
 two FINISHED runs of one (setting, arm, seed) keep the newer and say so.
 
 Rows outlive their store: ``save_rows`` writes them to a JSON file that is committed beside the analysis, and
-``load_rows`` reads them back. For runs whose store and rows are both gone, ``prior_sides`` recovers what an
-earlier ``analysis.json`` kept: each contrast's per-seed values of each side, and ``rows_from_sides`` turns the
-sides of one arm back into rows (the two metrics a contrast reads; the others None).
+``load_rows`` reads them back, and ``merge`` joins sources, each run once. For runs whose store and rows are
+both gone, ``prior_sides`` recovers what an earlier ``analysis.json`` kept: each contrast's per-seed values of
+each side, and ``rows_from_sides`` turns the sides of one arm back into rows marked ``recovered`` (the two
+metrics a contrast reads; the others None).
 """
 
 from __future__ import annotations
@@ -91,29 +92,50 @@ def load_rows(path: Path) -> list[dict]:
 Sides = dict[tuple[str, tuple[str, ...], str], dict[int, float]]
 
 
+def key(row: dict) -> tuple[str, str, int]:
+    """A row's identity: ``(setting, arm, seed)``."""
+    return row["setting"], row["arm"], row["seed"]
+
+
+def merge(*sources: list[dict]) -> tuple[list[dict], list[str]]:
+    """The rows of ``sources`` in order, each (setting, arm, seed) once, and a note per one found twice; two
+    rows of one key that differ are an error (two stores or rows files that disagree)."""
+    rows: dict[tuple[str, str, int], dict] = {}
+    notes = []
+    for row in (r for source in sources for r in source):
+        if key(row) in rows:
+            if rows[key(row)] != row:
+                raise ValueError(f"{' / '.join(map(str, key(row)))}: two different rows; keep one source")
+            notes.append(f"{' / '.join(map(str, key(row)))}: read twice, counted once")
+        rows.setdefault(key(row), row)
+    return list(rows.values()), notes
+
+
 def prior_sides(analysis: dict) -> Sides:
     """Every side of every contrast an earlier ``analysis.json`` computed: ``(setting, arms, metric)`` to its
-    value per seed. A side that two contrasts share must have the same values in both."""
+    value per seed, over the seeds of every contrast it was a side of (a side keeps only the seeds it shared
+    with each partner). A seed given two different values is an error."""
     sides: Sides = {}
-    for key, records in analysis.items():
-        if "/" not in key:  # "same_runs", "arms": not contrasts
+    for name, records in analysis.items():
+        if "/" not in name:  # "same_runs", "arms": not contrasts
             continue
         for r in records:
             for arms, values in ((r["a"], r.get("a_values")), (r["b"], r.get("b_values"))):
                 if values is None:  # a contrast that had not run
                     continue
-                side, found = (
-                    (r["setting"], tuple(arms), r["metric"]),
-                    dict(zip(r["seeds"], values, strict=True)),
-                )
-                if sides.setdefault(side, found) != found:
-                    raise ValueError(f"{side}: two contrasts of the prior analysis give it different values")
+                side = sides.setdefault((r["setting"], tuple(arms), r["metric"]), {})
+                for seed, value in zip(r["seeds"], values, strict=True):
+                    if side.setdefault(seed, value) != value:
+                        raise ValueError(
+                            f"{r['setting']} / {arms} / seed {seed}: two values in the prior analysis"
+                        )
     return sides
 
 
 def rows_from_sides(sides: Sides) -> list[dict]:
-    """Rows of the arms that are a whole side of a contrast, sorted like ``read_runs``'s: ``setting``, ``arm``,
-    ``seed`` and the metrics the sides hold; the other ``METRICS``, ``run_id`` and ``wall_s`` are None."""
+    """Rows of the arms that are a whole side of a contrast, sorted like ``read_runs``'s and marked
+    ``recovered``: ``setting``, ``arm``, ``seed`` and the metrics the sides hold; the other ``METRICS``,
+    ``run_id`` and ``wall_s`` are None."""
     rows: dict[tuple[str, str, int], dict] = {}
     for (setting, arms, metric), values in sides.items():
         if len(arms) != 1:
@@ -122,7 +144,8 @@ def rows_from_sides(sides: Sides) -> list[dict]:
             row = rows.setdefault(
                 (setting, arms[0], seed),
                 {"setting": setting, "arm": arms[0], "seed": seed, "run_id": None, "wall_s": None}
-                | dict.fromkeys(METRICS),
+                | dict.fromkeys(METRICS)
+                | {"recovered": True},
             )
             row[metric] = value
     return [rows[k] for k in sorted(rows)]

@@ -233,7 +233,14 @@ def test_a_rerun_of_an_arm_under_another_name_counts_its_identical_seeds(analysi
     differs["env_steps"] = 1001  # same success, another number of env steps: not the same run
     del rows[rows.index(next(r for r in rows if r["arm"] == omega1 and r["seed"] == 4))]
     assert analysis.same_runs(rows, omega1, gigpo) == [
-        {"setting": "frozenlake_random", "copy": omega1, "original": gigpo, "n": 4, "same": 3}
+        {
+            "setting": "frozenlake_random",
+            "copy": omega1,
+            "original": gigpo,
+            "n": 4,
+            "same": 3,
+            "metrics": list(analysis.study_runs.METRICS),
+        }
     ]
     assert analysis.SAME_RUNS[1] == (analysis._omega("0.0"), "grpo")
 
@@ -250,21 +257,21 @@ def test_a_prior_analysis_gives_back_the_same_contrasts_without_its_runs(analysi
         "frozenlake_random", {"gigpo": base + 0.1, "grpo": base, "rloo": base + rng.normal(0, 0.1, n)}
     )
     omega = rng.uniform(0.2, 0.5, n)
-    rows += _rows(
-        "frozenlake_random",
-        {analysis._omega(w): omega + rng.normal(0, 0.05, n) for w in ("0.0", "0.5", "1.0", "1.5", "2.0")},
-    )
-    prior = {}
-    for family in ("primary", "omega"):
-        for metric in ("eval_auc", "eval_final"):
-            prior[f"{family}/{metric}"] = analysis.analyse(
-                rows, analysis.FAMILIES[family], metric, resamples=500, planned=n
-            )
-    sides = study_runs.prior_sides(prior | {"same_runs": [], "arms": []})
+    weights = ("0.0", "0.5", "1.0", "1.5", "2.0")
+    rows += _rows("frozenlake_random", {analysis._omega(w): omega + rng.normal(0, 0.05, n) for w in weights})
+    prior = {
+        f"{family}/{metric}": analysis.analyse(
+            rows, analysis.FAMILIES[family], metric, resamples=500, planned=n
+        )
+        for family in ("primary", "omega")
+        for metric in ("eval_auc", "eval_final")
+    }
+    sides = study_runs.prior_sides(prior)
     assert prior["omega/eval_auc"][0]["n"] == n  # the ω family ran on random maps: its sides average arms
-    for family in ("primary", "omega"):
-        again = analysis.analyse([], analysis.FAMILIES[family], resamples=500, planned=n, prior=sides)
-        assert again == prior[f"{family}/eval_auc"]
+    for name in prior:
+        family, metric = name.split("/")
+        again = analysis.analyse([], analysis.FAMILIES[family], metric, resamples=500, planned=n, prior=sides)
+        assert again == prior[name]
     recovered = study_runs.rows_from_sides(sides)
     assert {r["arm"] for r in recovered} == {"gigpo", "grpo", "rloo"}  # the ω sides average 3 and 2 arms
     key = ("setting", "arm", "seed", "eval_auc", "eval_final")
@@ -272,15 +279,40 @@ def test_a_prior_analysis_gives_back_the_same_contrasts_without_its_runs(analysi
     assert sorted(tuple(r[k] for k in key) for r in recovered) == sorted(
         tuple(r[k] for k in key) for r in original
     )
-    assert all(r["env_steps"] is None and r["run_id"] is None for r in recovered)
-    # a side two contrasts share must agree in both, or the prior is not one analysis
+    assert all(r["recovered"] and r["env_steps"] is None and r["run_id"] is None for r in recovered)
+    # a side two contrasts share must agree in both on every seed, or the prior is not one analysis
     assert prior["primary/eval_auc"][2]["contrast"] == "H3 frozenlake_random"
     prior["primary/eval_auc"][2]["a_values"][0] += 0.5  # H3's gigpo, also H1's
-    with pytest.raises(ValueError, match="different values"):
+    with pytest.raises(ValueError, match="seed 0: two values"):
         study_runs.prior_sides(prior)
 
 
-def test_rows_are_saved_and_read_back(analysis, tmp_path):
+def test_a_side_shared_by_contrasts_of_different_seeds_is_recovered_on_all_of_them(analysis):
+    """A side keeps only the seeds it shares with each partner: a partner short of seeds (a provisional
+    analysis) gives it fewer, which is not a conflict, and the side recovers the union."""
+    import study_runs
+
+    rng = np.random.default_rng(4)
+    base = rng.uniform(0.3, 0.6, 10)
+    rows = _rows("frozenlake_random", {"gigpo": base + 0.1, "grpo": base})
+    rows += _rows("frozenlake_random", {"rloo": base[:4]})
+    records = analysis.analyse(rows, analysis.FAMILIES["primary"], resamples=200, planned=10)
+    assert [r["n"] for r in records[:3:2]] == [10, 4]  # H1 on all 10 seeds, H3 on 4
+    sides = study_runs.prior_sides({"primary/eval_auc": records})
+    assert sides[("frozenlake_random", ("gigpo",), "eval_auc")] == {s: v for s, v in enumerate(base + 0.1)}
+
+
+def test_sides_take_rows_where_every_arm_ran_a_seed_and_the_prior_elsewhere(analysis):
+    """Per seed: rows win where every arm of the side finished it; other seeds keep the prior's value, so a
+    few new seeds of some arms never shrink a side the prior held whole."""
+    arms = (analysis._omega("0.5"), analysis._omega("1.5"))
+    prior = {("frozenlake8x8", arms, "eval_auc"): {0: 0.5, 1: 0.5, 2: 0.5}}
+    rows = _rows("frozenlake8x8", {arms[0]: np.array([0.2, 0.4]), arms[1]: np.array([0.6])})
+    assert analysis.side_values(rows, "frozenlake8x8", arms, "eval_auc", prior) == {0: 0.4, 1: 0.5, 2: 0.5}
+    assert analysis.side_values(rows, "frozenlake8x8", arms, "eval_auc") == {0: 0.4}
+
+
+def test_rows_are_saved_read_back_and_merged_once_each(analysis, tmp_path):
     import study_runs
 
     rows = _rows("frozenlake8x8", {"gigpo": np.array([0.25, 0.5])})
@@ -289,11 +321,18 @@ def test_rows_are_saved_and_read_back(analysis, tmp_path):
     assert study_runs.load_rows(tmp_path / "rows.json") == rows
     study_runs.save_rows(tmp_path / "none.json", [])
     assert study_runs.load_rows(tmp_path / "none.json") == []
+    # the same run from a store and a rows file counts once; two different rows of one run are an error
+    merged, notes = study_runs.merge(rows, study_runs.load_rows(tmp_path / "rows.json"))
+    assert merged == rows
+    assert notes == [f"frozenlake8x8 / gigpo / {seed}: read twice, counted once" for seed in (0, 1)]
+    other = [dict(rows[1], eval_auc=0.9)]
+    with pytest.raises(ValueError, match="frozenlake8x8 / gigpo / 1: two different rows"):
+        study_runs.merge(rows, other)
 
 
 def test_a_copy_that_did_not_run_on_a_reused_setting_takes_its_originals_row(analysis):
     """REUSED: the ω grid's ends take the primary arms' rows on 8×8 where they did not run, and nowhere else;
-    a reused row is never counted as a rerun, and a copy that ran keeps its own row."""
+    a reused row is never counted as a rerun nor as a run of its arm, and a copy that ran keeps its own row."""
     omega1, gigpo = analysis.SAME_RUNS[0]
     omega0, grpo = analysis.SAME_RUNS[1]
     rows = _rows(
@@ -314,21 +353,36 @@ def test_a_copy_that_did_not_run_on_a_reused_setting_takes_its_originals_row(ana
     assert by[(omega1, 0)]["eval_auc"] == 0.9  # it ran: its own value, not gigpo's 0.0
     # the one seed that ran differs from its original; the reused ones are not compared at all
     assert analysis.same_runs(out, omega1, gigpo) == [
-        {"setting": "frozenlake8x8", "copy": omega1, "original": gigpo, "n": 1, "same": 0}
+        {
+            "setting": "frozenlake8x8",
+            "copy": omega1,
+            "original": gigpo,
+            "n": 1,
+            "same": 0,
+            "metrics": list(analysis.study_runs.METRICS),
+        }
     ]
     assert analysis.same_runs(out, omega0, grpo) == []
-    assert analysis.REUSED == ("frozenlake8x8",)
+    assert {(r["setting"], r["arm"]): r["n"] for r in analysis.arms(out)}[("frozenlake8x8", omega1)] == 1
+    assert ("frozenlake8x8", omega0) not in {(r["setting"], r["arm"]) for r in analysis.arms(out)}
 
 
-def test_a_rerun_is_compared_on_the_metrics_both_rows_hold(analysis):
-    """A row recovered from a prior analysis holds two metrics: its rerun is compared on those two."""
+def test_a_rerun_is_compared_on_every_metric_but_those_a_recovered_row_lacks(analysis):
+    """A row recovered from a prior analysis holds two metrics: its rerun is compared on those two, and says
+    so. A metric missing from a row that ran is compared, and differs."""
     omega0, grpo = analysis.SAME_RUNS[1]
     rows = _rows("frozenlake8x8", {grpo: np.array([0.1, 0.2]), omega0: np.array([0.1, 0.3])})
     for r in rows:
-        r.update(greedy_success=None, env_steps=None if r["arm"] == grpo else 30000)
+        r.update(greedy_success=0.5, env_steps=30000, recovered=r["arm"] == grpo)
+        if r["recovered"]:
+            r.update(greedy_success=None, env_steps=None)
     assert analysis.same_runs(rows, omega0, grpo) == [
-        {"setting": "frozenlake8x8", "copy": omega0, "original": grpo, "n": 2, "same": 1}
-    ]
+        {"setting": "frozenlake8x8", "copy": omega0, "original": grpo, "n": 2, "same": 1,
+         "metrics": ["eval_final", "eval_auc"]}
+    ]  # fmt: skip
+    for r in rows:
+        r.update(recovered=False)  # a real run that logged no greedy_success is not the same as one that did
+    assert analysis.same_runs(rows, omega0, grpo)[0]["same"] == 0
 
 
 def test_the_command_reruns_an_analysis_from_its_json_and_saved_rows(analysis, tmp_path, monkeypatch):
@@ -367,4 +421,4 @@ def test_the_command_reruns_an_analysis_from_its_json_and_saved_rows(analysis, t
     h3 = next(r for r in after["primary/eval_auc"] if r["contrast"] == "H3 frozenlake_random")
     assert h3["n"] == 8 and h3["mean_difference"] == pytest.approx(0.1)
     assert study_runs.load_rows(tmp_path / "b" / "rows.json") == later
-    assert [a["arm"] for a in after["arms"]] == ["gigpo", "grpo", "rloo"]
+    assert [(a["arm"], a["n"]) for a in after["arms"]] == [("gigpo", 8), ("grpo", 8), ("rloo", 8)]
