@@ -125,8 +125,9 @@ MUST_BE_EQUAL = ("no_repeat",)
 #: reproducible; it is not a registered test.
 SAME_RUNS = ((_omega("1.0"), "gigpo"), (_omega("0.0"), "grpo"))
 #: Settings where a SAME_RUNS copy that did not run takes its original's runs (a deviation, RESULTS.md): on
-#: FrozenLake 8×8, the store holding the partial ω = 0 and ω = 1 reruns was lost with its machine, and they were
-#: not run again. Reused rows are marked ``reused`` and never count as a rerun in ``same_runs``.
+#: FrozenLake 8×8, the store holding the first ω = 0 and ω = 1 reruns was lost with its machine, and this rule
+#: stood in while they ran again (all 60 seeds finished, so no row is reused now). Reused rows are marked
+#: ``reused`` and never count as a rerun in ``same_runs``.
 REUSED = ("frozenlake8x8",)
 
 
