@@ -1,4 +1,5 @@
-"""Build hook: a wheel carries the Hydra configs (conf/, experiments/*.yaml, sweeps/*.yaml) inside the package.
+"""Build hook: a wheel carries the Hydra configs (conf/, experiments/**/*.yaml, sweeps/**/*.yaml) and the study
+specs inside the package.
 
 Everything else about the package is in pyproject.toml. At run time ``gigpo_lab.config_paths`` finds the
 configs in the source checkout (editable installs) or in ``gigpo_lab/_configs`` (wheels).
@@ -21,8 +22,14 @@ class BuildPyWithConfigs(build_py):
         shutil.copytree(ROOT / "conf", target / "conf")
         for folder in ("experiments", "sweeps"):
             (target / folder).mkdir(parents=True, exist_ok=True)
-            for yaml_file in (ROOT / folder).glob("*.yaml"):
-                shutil.copy2(yaml_file, target / folder / yaml_file.name)
+            # every config group below them (experiments/arm/, study_env/, speed/) and the study specs with their
+            # registrations and generated text (experiments/studies/); not the results
+            found = [*(ROOT / folder).rglob("*.yaml"), *(ROOT / folder / "studies").glob("*.md")]
+            for path in found:
+                relative = path.relative_to(ROOT / folder)
+                if relative.parts[0] != "results":
+                    (target / folder / relative).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(path, target / folder / relative)
 
 
 setup(cmdclass={"build_py": BuildPyWithConfigs})

@@ -19,45 +19,37 @@ from pathlib import Path
 
 import numpy as np
 
+from gigpo_lab.analysis.runs import metric_history, select_runs
+
 RESAMPLES = 50_000
 DOSE_ITERATIONS = 10
 
 
-def _last(client, run_id: str, key: str) -> float | None:
-    points = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
-    return points[-1].value if points else None
+def _last(uri: str, run_id: str, key: str) -> float | None:
+    points = metric_history(uri, run_id, key)
+    return points[-1][1] if points else None
 
 
 def read_runs(uri: str) -> list[dict]:
-    """One dict per finished child run of the store's latest sweep parent."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    ids = [e.experiment_id for e in client.search_experiments()]
-    parents = client.search_runs(
-        ids, "tags.`gigpo_lab.role` = 'sweep-parent'", order_by=["attributes.start_time DESC"]
-    )
-    parent = parents[0]
-    children = client.search_runs(ids, f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    """One dict per finished run of the store's latest sweep (the lab's one reader, ``select_runs``: a job a
+    resumed sweep ran again counts once, its latest run)."""
+    records = select_runs(uri, metric="eval/final").records
     rows = []
-    for run in children:
-        if run.info.status != "FINISHED" or "superseded_by" in run.data.tags:
-            continue
-        rid = run.info.run_id
-        ratio = sorted(client.get_metric_history(rid, "adv/stream_ratio"), key=lambda m: m.step)
-        early = [m.value for m in ratio if m.step < DOSE_ITERATIONS]
+    for run in (r for r in records if r.finished):
+        rid = run.run_id
+        early = [v for step, v, _ in metric_history(uri, rid, "adv/stream_ratio") if step < DOSE_ITERATIONS]
         rows.append(
             {
-                "estimator": run.data.tags["estimator"],
-                "seed": int(run.data.tags["seed"]),
+                "estimator": run.tags["estimator"],
+                "seed": int(run.tags["seed"]),
                 "run_id": rid,
-                "eval_final": _last(client, rid, "eval/final"),
-                "eval_auc": _last(client, rid, "eval/auc"),
-                "greedy_success": _last(client, rid, "eval/greedy_success_rate"),
-                "env_steps": _last(client, rid, "rollout/env_steps_total"),
+                "eval_final": _last(uri, rid, "eval/final"),
+                "eval_auc": _last(uri, rid, "eval/auc"),
+                "greedy_success": _last(uri, rid, "eval/greedy_success_rate"),
+                "env_steps": _last(uri, rid, "rollout/env_steps_total"),
                 "stream_ratio_median_first10": statistics.median(early) if early else None,
-                "eval_s_total": sum(m.value for m in client.get_metric_history(rid, "time/eval_s")),
-                "wall_s": float(run.data.tags["wall_s"]) if "wall_s" in run.data.tags else None,
+                "eval_s_total": sum(v for _, v, _ in metric_history(uri, rid, "time/eval_s")),
+                "wall_s": float(run.tags["wall_s"]) if "wall_s" in run.tags else None,
             }
         )
     return sorted(rows, key=lambda r: (r["estimator"], r["seed"]))

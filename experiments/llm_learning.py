@@ -56,13 +56,13 @@ def train_one(label: str, overrides: list[str], root: Path) -> str | None:
     slug = label.replace(" ", "_")
     cfg = compose_config([*overrides, f"tracking.uri={uri}", f"output_dir={root / 'runs' / slug}"])
     client = mlflow.MlflowClient(uri)
-    before = {r.info.run_id for r in _runs(client, cfg.tracking.experiment)}
+    before = {r.run_id for r in _runs(uri, cfg.tracking.experiment)}
     start = time.perf_counter()
     try:
         train(cfg)
     except Exception as err:  # a failed run is reported, the others still run
         print(f"{label}: FAILED after {time.perf_counter() - start:.0f} s: {type(err).__name__}: {err}"[:400])
-    run_id = own_run(_runs(client, cfg.tracking.experiment), before, str(cfg.output_dir))
+    run_id = own_run(_runs(uri, cfg.tracking.experiment), before, str(cfg.output_dir))
     if run_id is not None:
         client.set_tag(run_id, LABEL_TAG, label)
     return run_id
@@ -73,11 +73,7 @@ def own_run(runs: list, before: set[str], output_dir: str) -> str | None:
     another process may have opened runs in the same store meanwhile (a second ``--only`` invocation), and
     the newest new run alone could be its."""
     return next(
-        (
-            r.info.run_id
-            for r in runs
-            if r.info.run_id not in before and r.data.params.get("output_dir") == output_dir
-        ),
+        (r.run_id for r in runs if r.run_id not in before and r.params.get("output_dir") == output_dir),
         None,
     )
 
@@ -92,38 +88,40 @@ def own_artifacts(uri: str, experiment: str, folder: Path) -> None:
         client.create_experiment(experiment, artifact_location=folder.as_uri())
 
 
-def _runs(client, experiment: str) -> list:
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
+def _runs(uri: str, experiment: str) -> list:
+    """The experiment's runs, newest first (the lab's one reader); none when it does not exist yet."""
+    from gigpo_lab.analysis.runs import experiment_records
+
+    try:
+        return sorted(experiment_records(uri, experiment), key=lambda r: r.start_time, reverse=True)
+    except ValueError:
         return []
-    return client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"], max_results=1000)
 
 
 def read_curves(uri: str, experiment: str) -> list[dict]:
     """The newest run of each label in the store: its eval curve (env steps, success rate) and wall time."""
-    import mlflow
+    from gigpo_lab.analysis.runs import metric_history
 
-    client = mlflow.MlflowClient(uri)
     rows, seen = [], set()
-    for run in _runs(client, experiment):
-        label = run.data.tags.get(LABEL_TAG)
+    for run in _runs(uri, experiment):
+        label = run.tags.get(LABEL_TAG)
         if label is None or label in seen:
             continue
         seen.add(label)
-        history = client.get_metric_history(run.info.run_id, "eval/success_rate")
-        rates = {m.step: m.value for m in history}
-        logged = {m.step: m.timestamp for m in history}  # ms since the epoch, when the rate was logged
-        steps = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "eval/env_steps_total")}
+        history = metric_history(uri, run.run_id, "eval/success_rate")
+        rates = {step: value for step, value, _ in history}
+        logged = {step: stamp for step, _, stamp in history}  # ms since the epoch, when the rate was logged
+        steps = {step: value for step, value, _ in metric_history(uri, run.run_id, "eval/env_steps_total")}
         its = sorted(rates)
         rows.append(
             {
                 "label": label,
-                "status": run.info.status,
+                "status": run.status,
                 "iterations": its,
                 "env_steps": [steps.get(i, math.nan) for i in its],
                 "rates": [rates[i] for i in its],
-                "minutes": [(logged[i] - run.info.start_time) / 60_000 for i in its],
-                "wall": float(run.data.tags.get("wall_s", "nan")),
+                "minutes": [(logged[i] - run.start_time) / 60_000 for i in its],
+                "wall": float(run.tags.get("wall_s", "nan")),
             }
         )
     order = list(RUNS)

@@ -178,7 +178,7 @@ def build_trainer(runtime, loop, out: Path, open_run: Callable, progress: Callab
             filename="iter{epoch:04d}",
             auto_insert_metric_name=False,  # iter0003.ckpt, not iterepoch=0003.ckpt
             every_n_epochs=loop.checkpoint_every,
-            save_top_k=-1,
+            save_top_k=-1 if loop.keep_checkpoints else 0,  # 0: last.ckpt alone, rewritten every checkpoint_every
             save_last=True,
             save_on_train_epoch_end=True,
         ),
@@ -340,5 +340,11 @@ def _finish(
     metrics["time/wall_s"] = time.perf_counter() - start
     run.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}"})
     run.end("KILLED" if trainer.interrupted else "FINISHED")
+    if cfg.tracking.row_file and not trainer.interrupted:
+        from gigpo_lab.study.rows import write_run_row
+
+        write_run_row(
+            Path(cfg.tracking.row_file), dict(cfg.tracking.tags), int(cfg.seed), run.run_id, metrics, out
+        )
     reporter.summary(metrics, run.tracker.uri, run.run_id, ckpt_dir)
     return metrics

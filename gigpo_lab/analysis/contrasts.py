@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gigpo_lab.analysis.paired import LEVEL, RESAMPLES, PairedResult, holm, paired_contrast
+from gigpo_lab.analysis.engine import run_family
+from gigpo_lab.analysis.paired import LEVEL, RESAMPLES, PairedResult
 from gigpo_lab.analysis.stats import SEED
 from gigpo_lab.analysis.summary import Row, Summary, matches_baseline
 
@@ -161,6 +162,7 @@ def paired_family(
     pairs = resolve(summary, specs) if specs else against_baseline(summary)
     default = "primary" if specs else f"every configuration vs {summary.baseline!r}"
     family = Family(name or default, summary.metric, resamples, [], seed=seed)
+    paired = []
     for a, b in pairs:
         label = f"{a.label} vs {b.label}"
         if differ := _eval_difference(a, b):
@@ -180,12 +182,11 @@ def paired_family(
             continue
         xa = np.array([mine[s][0] for s in seeds])
         xb = np.array([theirs[s][0] for s in seeds])
-        result = paired_contrast(xa, xb, resamples=resamples, rng=np.random.default_rng(seed))
-        family.contrasts.append(Contrast(a, b, seeds, xa, xb, result, only_a, only_b))
-    if family.contrasts:
-        adjusted = holm(np.array([c.result.p_value for c in family.contrasts]))
-        for contrast, p in zip(family.contrasts, adjusted, strict=True):
-            contrast.p_holm = float(p)
+        paired.append((a, b, seeds, xa, xb, only_a, only_b))
+    # the one contrast engine, with compare's stream: a fresh generator per contrast
+    results = run_family([(p[3], p[4]) for p in paired], seed=seed, stream="contrast", resamples=resamples)
+    for (a, b, seeds, xa, xb, only_a, only_b), done in zip(paired, results, strict=True):
+        family.contrasts.append(Contrast(a, b, seeds, xa, xb, done.result, only_a, only_b, done.holm_high))
     return family
 
 

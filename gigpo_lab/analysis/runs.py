@@ -136,6 +136,28 @@ def _record(run) -> RunRecord:
     )
 
 
+def experiment_records(uri: str, experiment: str, filter_string: str = "") -> list[RunRecord]:
+    """Every run of one experiment that matches ``filter_string``, with its tags, params and final metric
+    values (no histories; ``metric_history`` reads one): the one MLflow reader that ``compare``, ``gigpo-lab
+    study`` and the experiment scripts share. ValueError
+    names the experiments there when it has none of that name."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    return [_record(r) for r in _search_all(client, _experiment_ids(client, uri, experiment), filter_string)]
+
+
+def metric_history(uri: str, run_id: str, key: str) -> list[tuple[int, float, int]]:
+    """One metric of one run: ``(step, value, timestamp in ms)`` per logged point, in step order."""
+    from mlflow.tracking import MlflowClient
+
+    points = MlflowClient(uri).get_metric_history(run_id, key)
+    return [
+        (int(m.step), float(m.value), int(m.timestamp))
+        for m in sorted(points, key=lambda m: (m.step, m.timestamp))
+    ]
+
+
 def _is_parent(run) -> bool:
     return run.data.tags.get(ROLE_TAG) == PARENT_ROLE
 

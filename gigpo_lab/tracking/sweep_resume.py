@@ -23,9 +23,21 @@ JOB_KEY_TAG = "sweep_job_key"
 SUPERSEDED_TAG = "superseded_by"
 
 
+#: Keys that do not make a job another job: what a run keeps on disk and where it reports, not what it computes.
+NOT_IDENTITY = ("trainer.keep_checkpoints", "tracking.log_checkpoint", "tracking.row_file")
+#: Prefixes of such keys (a run's extra tags).
+NOT_IDENTITY_PREFIX = "tracking.tags."
+
+
 def without_resume(overrides: Iterable[str]) -> list[str]:
-    """The overrides less any ``resume=…`` (``+resume``, ``++resume`` too)."""
-    return [o for o in overrides if o.lstrip("+~").split("=", 1)[0] != RESUME_KEY]
+    """The overrides less any ``resume=…`` (``+resume``, ``++resume`` too) and the keys that are no part of a
+    job's identity (``NOT_IDENTITY``, the run's extra tags)."""
+    out = []
+    for o in overrides:
+        name = o.lstrip("+~").split("=", 1)[0]
+        if name != RESUME_KEY and name not in NOT_IDENTITY and not name.startswith(NOT_IDENTITY_PREFIX):
+            out.append(o)
+    return out
 
 
 def job_key(overrides: Iterable[str]) -> str:

@@ -36,6 +36,7 @@ def run_tags(cfg: DictConfig) -> dict[str, str]:
     if in_multirun():
         tags["sweep_job"] = str(HydraConfig.get().job.num)
         tags.update(job_key_tag())
+    tags.update({str(k): str(v) for k, v in (cfg.tracking.get("tags") or {}).items()})
     for group in ("experiments", "sweeps"):
         if choices.get(group):
             tags[group] = choices[group]

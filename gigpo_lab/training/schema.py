@@ -88,6 +88,10 @@ class TrainerConfig:
     gradient_clip_val: Optional[float] = 1.0  # noqa: UP045
     #: Save a checkpoint every N iterations (and always at the end); last.ckpt is the newest. N >= 1.
     checkpoint_every: int = 5
+    #: true = keep every periodic checkpoint (iterNNNN.ckpt) beside last.ckpt; false = last.ckpt alone, still
+    #: rewritten every checkpoint_every iterations (a light run: ``gigpo-lab study run``'s default). Not part of
+    #: a sweep job's identity (resume).
+    keep_checkpoints: bool = True
     #: Evaluate on held-out seeds every N iterations (and after the last); 0 = never.
     eval_every: int = 5
     #: Write a JSONL sample of trajectories to MLflow every N iterations; 0 = never.

@@ -113,10 +113,11 @@ def test_every_documented_command_composes_or_exists(where, argv, capsys):
             return
         from gigpo_lab.cli import main
 
+        head = argv[1:3] if argv[1] == "study" else argv[1:2]  # `study` has verbs, each with its own flags
         with contextlib.redirect_stdout(io.StringIO()) as shown, pytest.raises(SystemExit):
-            main([argv[1], "--help"])
-        for flag in (t.split("=")[0] for t in argv[2:] if t.startswith("--")):
-            assert flag in shown.getvalue(), f"{where}: `gigpo-lab {argv[1]}` has no {flag}"
+            main([*head, "--help"])
+        for flag in (t.split("=")[0] for t in argv[len(head) + 1 :] if t.startswith("--")):
+            assert flag in shown.getvalue(), f"{where}: `gigpo-lab {' '.join(head)}` has no {flag}"
     elif argv[0] == "make":
         makefile = (ROOT / "Makefile").read_text()
         for target in (a for a in argv[1:] if "=" not in a):  # VAR=value: a make variable

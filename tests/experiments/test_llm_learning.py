@@ -71,8 +71,8 @@ def test_a_run_is_told_from_another_process_run_by_its_output_dir(empty_mlflow_s
     for label in ("frozen_s0", "grpo_s0"):  # frozen opened first, grpo (the other process) after it
         ids[label] = client.create_run(exp, start_time=len(ids) + 2).info.run_id
         client.log_param(ids[label], "output_dir", str(tmp_path / "runs" / label))
-    runs = llm_learning._runs(client, "x")
-    assert runs[0].info.run_id == ids["grpo_s0"]  # the newest new run is the other process's
+    runs = llm_learning._runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "x")
+    assert runs[0].run_id == ids["grpo_s0"]  # the newest new run is the other process's
     assert llm_learning.own_run(runs, {old}, str(tmp_path / "runs" / "frozen_s0")) == ids["frozen_s0"]
     assert llm_learning.own_run(runs, {old}, str(tmp_path / "runs" / "grpo_s0")) == ids["grpo_s0"]
     assert llm_learning.own_run(runs, {old, *ids.values()}, str(tmp_path / "runs" / "grpo_s0")) is None

@@ -1,10 +1,10 @@
 """The study's files agree with each other: every arm and setting a study or the pilot sweeps exists, the
-pre-registered analysis names arms that the study runs, and every arm composes as what its file says."""
+registered spec names what the study ran, and every arm composes as what its file says."""
 
 from __future__ import annotations
 
 import pytest
-from experiment_scripts import EXPERIMENTS, load_script
+from experiment_scripts import EXPERIMENTS
 
 from gigpo_lab.config_paths import compose_config
 
@@ -25,33 +25,21 @@ def test_every_swept_arm_and_setting_exists(name):
     assert set(params["+experiments/study_env"]) <= set(SETTINGS)
 
 
-def test_the_analysis_reads_arms_the_study_runs(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXPERIMENTS))
-    analysis = load_script("study_analysis.py")
-    primary, omega = _params("study_primary"), _params("study_omega")
-    # H1 and H3 on three settings, H2 (the placebo) on the two where states repeat within an episode group
-    names = [c.name for c in analysis.FAMILIES["primary"]]
-    assert len(names) == 8 and "H2 textworld_coin" not in names and "H2 frozenlake8x8" in names
-    for c in analysis.FAMILIES["primary"]:
-        assert set(c.a + c.b) <= set(primary["+experiments/arm"])
-        assert c.setting in primary["+experiments/study_env"]
-    # the ω arms are labelled "gigpo estimator.step_advantage_weight=<value as swept>" (study_runs.parse_job_key)
-    swept = {analysis._omega(w) for w in omega["estimator.step_advantage_weight"]}
-    for c in analysis.FAMILIES["omega"]:
-        assert set(c.a + c.b) == swept and not set(c.a) & set(c.b)
-        assert c.setting in omega["+experiments/study_env"]
-    # the reported families (controls, other estimators, the LLM check) read arms that a study runs, or the
-    # LLM check's arms, on the setting that those arms run in
-    arms = _params("study_arms")
-    for name, family in analysis.REPORTED.items():
-        for c in family:
-            if name == "llm":
-                assert set(c.a + c.b) <= set(ARMS) and c.setting == "default"
-                continue
-            assert set(c.a + c.b) <= set(primary["+experiments/arm"]) | set(arms["+experiments/arm"])
-            assert [c.setting] == arms["+experiments/study_env"]
-    # every study runs the same seeds on every arm: the pairs
-    assert primary["seed"] == omega["seed"] == _params("study_arms")["seed"] == [str(s) for s in range(60)]
+def test_the_spec_names_the_arms_and_settings_the_study_ran():
+    """The registered study's spec (experiments/studies/gigpo_claims.yaml) names, for its FrozenLake and
+    TextWorld cells, exactly the arm and setting files the study's sweeps ran, and the same seeds."""
+    from gigpo_lab.study.spec import load_spec
+
+    spec = load_spec("gigpo_claims").spec
+    primary, arms, omega = _params("study_primary"), _params("study_arms"), _params("study_omega")
+    swept_arms = set(primary["+experiments/arm"]) | set(arms["+experiments/arm"])
+    for name, overrides in spec.arms.items():
+        assert overrides[0].split("=")[1] in swept_arms | set(ARMS), name
+    omegas = {ovr[1].split("=")[1] for name, ovr in spec.arms.items() if name.startswith("omega_")}
+    assert omegas == set(omega["estimator.step_advantage_weight"])
+    settings = {ovr[0].split("=")[1] for name, ovr in spec.settings.items() if name != "llm_coin"}
+    assert settings == set(primary["+experiments/study_env"])
+    assert primary["seed"] == omega["seed"] == arms["seed"] == [str(s) for s in spec.seeds.values]
 
 
 @pytest.mark.parametrize(

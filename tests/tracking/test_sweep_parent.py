@@ -194,3 +194,14 @@ def test_resume_finds_the_latest_sweep_with_the_overrides_quotes_included(tmp_pa
         live.kill()
         live.wait()
     assert parent_to_resume(client, exp, quoted).data.tags["sweep_id"].endswith(str(live.pid))  # now dead
+
+
+def test_what_a_run_keeps_and_where_it_reports_are_no_part_of_its_key():
+    """A study's light-run switches, its row file and its tags leave the job key alone, so a sweep resumed
+    with ``--keep-checkpoints`` (or after an amendment changed the spec hash tag) finds its finished jobs."""
+    from gigpo_lab.tracking.sweep_resume import job_key
+
+    light = ["seed=1", "trainer.keep_checkpoints=false", "tracking.log_checkpoint=false",
+             "tracking.row_file='/s/runs/a/seed_${seed}.json'", "+tracking.tags.study_spec_hash=abc"]  # fmt: skip
+    assert job_key(light) == job_key(["seed=1"])
+    assert job_key(["seed=1", "trainer.checkpoint_every=2"]) != job_key(["seed=1"])  # that one is identity

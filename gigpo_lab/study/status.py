@@ -1,0 +1,67 @@
+"""``gigpo-lab study status SPEC``: per cell (setting × arm), the runs finished (a run file), running and
+failed (in the store, without a run file) and missing, with the CPU-hours spent and still to go (at the
+cell's median wall time, else its setting's, times its threads)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from gigpo_lab.study.cli import parser_for
+from gigpo_lab.study.launch import store_of
+from gigpo_lab.study.plan import threads
+from gigpo_lab.study.rows import ARM_TAG, SETTING_TAG, STUDY_TAG, read_run_files
+from gigpo_lab.study.spec import load_spec
+
+
+def store_states(uri: str, name: str) -> dict[tuple[str, str, int], str]:
+    """``(setting, arm, seed)`` -> the status of its latest run in the store (none when it has no store)."""
+    from gigpo_lab.analysis.runs import experiment_records
+
+    try:
+        records = experiment_records(uri, name, f"tags.{STUDY_TAG} = '{name}'")
+    except ValueError:  # no such experiment yet
+        return {}
+    states = {}
+    for r in sorted(records, key=lambda r: r.start_time):
+        states[(r.tags[SETTING_TAG], r.tags[ARM_TAG], int(r.tags["seed"]))] = r.status
+    return states
+
+
+def main(argv: list[str]) -> int:
+    parser = parser_for("status")
+    parser.add_argument("--out", type=Path, help="the study's folder (default: ./<study name>)")
+    parser.add_argument("--store", help="MLflow tracking URI or sqlite path (default: <out>/mlflow.db)")
+    parser.add_argument("--pilot", action="store_true", help="the pilot seeds' grid")
+    args = parser.parse_args(argv)
+    spec = load_spec(args.spec).spec
+    out = args.out or Path.cwd() / spec.name
+    done = (
+        {(r["setting"], r["arm"], r["seed"]): r for r in read_run_files(out)}
+        if (out / "runs").is_dir()
+        else {}
+    )
+    db = out / "mlflow.db"
+    states = store_states(store_of(out, args.store), spec.name) if args.store or db.is_file() else {}
+    lines = ["| setting | arm | finished | running | failed | missing | CPU-h spent | CPU-h to go |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    spent_all = togo_all = 0.0
+    for (setting, arm), seeds in spec.grid().items():
+        seeds = spec.pilot_seeds.values if args.pilot else seeds
+        mine = [done[(setting, arm, s)] for s in seeds if (setting, arm, s) in done]
+        left = [s for s in seeds if (setting, arm, s) not in done]
+        running = sum(states.get((setting, arm, s)) == "RUNNING" for s in left)
+        failed = sum(states.get((setting, arm, s)) in ("FAILED", "KILLED") for s in left)
+        walls = [r["wall_s"] for r in mine if r.get("wall_s")] or [
+            r["wall_s"] for r in done.values() if r["setting"] == setting and r.get("wall_s")]  # fmt: skip
+        n_threads = threads(spec, setting, arm)
+        spent = sum(r.get("wall_s") or 0.0 for r in mine) * n_threads / 3600
+        togo = len(left) * statistics.median(walls) * n_threads / 3600 if walls else float("nan")
+        spent_all += spent
+        togo_all += 0.0 if togo != togo else togo
+        shown = "?" if togo != togo else f"{togo:.2f}"
+        lines.append(f"| {setting} | {arm} | {len(mine)} | {running} | {failed} | {len(left) - running - failed} | "
+                     f"{spent:.2f} | {shown} |")  # fmt: skip
+    print("\n".join(lines))
+    print(f"\nCPU-hours spent {spent_all:.2f}; to go {togo_all:.2f} (cells without a measured run: '?')")
+    return 0
