@@ -220,7 +220,7 @@ def record_failed_job(cfg: DictConfig, err: BaseException) -> str:
     """A sweep job that failed before its run opened (a bad value in one job of the grid): a FAILED child run
     of the sweep with the reason, so the sweep's summary counts it and ``compare`` lists it. Returns its id."""
     from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
-    from gigpo_lab.tracking.sweep import sweep_context
+    from gigpo_lab.tracking.sweep_env import sweep_context
     from gigpo_lab.tracking.sweep_resume import job_key_tag
 
     try:
@@ -257,7 +257,7 @@ def _checked_tracker(cfg: DictConfig):
     run stops the others too, instead of leaving them waiting for rank 0 until the process-group timeout
     (srun and submitit do not kill the other tasks)."""
     from gigpo_lab.tracking import MlflowTracker, default_tracking_uri
-    from gigpo_lab.tracking.sweep import sweep_context
+    from gigpo_lab.tracking.sweep_env import sweep_context
 
     tracker = MlflowTracker(
         cfg.tracking.uri or default_tracking_uri(),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gigpo_lab.tracking.mlflow_tracker import sqlite_file
-from gigpo_lab.tracking.sweep import ROLE_TAG
+from gigpo_lab.tracking.sweep_env import ROLE_TAG
 from gigpo_lab.tracking.sweep_resume import latest_runs
 
 #: A run's mean sampled success over its last evaluations (training/evaluation.py): compare's default metric.

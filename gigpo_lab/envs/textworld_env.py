@@ -56,8 +56,9 @@ from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
 from gigpo_lab.envs.schema import EnvConfig
 from gigpo_lab.envs.text_actions import normalize_action
-from gigpo_lab.envs.textworld_games import generated_games, require_textworld, resolve_user_games
+from gigpo_lab.envs.textworld_games import generated_games, resolve_user_games
 from gigpo_lab.envs.textworld_generation import CHALLENGES
+from gigpo_lab.envs.textworld_import import require_textworld
 from gigpo_lab.errors import ConfigError
 
 #: The trainer's first evaluation seed (``gigpo_lab.training.seeds.EVAL_SEED_BASE``; a test checks they agree).

@@ -42,25 +42,13 @@ from typing import Any
 
 from gigpo_lab.cache_root import cache_root
 from gigpo_lab.envs.textworld_generation import generate
+from gigpo_lab.envs.textworld_import import require_textworld
 from gigpo_lab.errors import ConfigError
 
 #: The file extensions of compiled games that ``textworld.start`` plays.
 GAME_EXTENSIONS = (".z8", ".ulx")
 #: How many generation seeds past the needed ones to try when a training game repeats an evaluation game.
 _MAX_EXTRA_SEEDS = 1000
-
-
-def require_textworld() -> Any:
-    """``import textworld``, or a one-line ConfigError naming the extra to install."""
-    try:
-        import textworld
-        import textworld.challenges  # noqa: F401  (registers the challenges)
-        import textworld.generator  # noqa: F401
-    except ImportError as err:
-        raise ConfigError(
-            f"the TextWorld env needs the textworld package ({err}); pip install 'gigpo_lab[textworld]'"
-        ) from err
-    return textworld
 
 
 def default_cache_root() -> Path:

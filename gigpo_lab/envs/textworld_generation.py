@@ -2,17 +2,17 @@
 
 :func:`generate` makes the games of the given seeds that the cache lacks (:mod:`gigpo_lab.envs.textworld_cache`
 says when a game is there and how it is written whole). Several missing games are made in parallel by up to
-``workers`` ``spawn`` processes (the caller may hold torch's threads; a worker imports only the package and
-textworld). Each worker makes one game after another (the first game of a process costs about 2 s more:
-textworld loads its grammars), and the parent hands each game to one worker, so it knows which game a
-worker that dies (the kernel's OOM killer under load, a signal) was making: that game is handed to another
-worker once more, with a warning, and the dead worker is replaced. If the game's worker dies a second
-time, :class:`GameGenerationError` says in one line which game (challenge, settings, seed), how its worker
-ended, and what to do. A Python exception inside a worker is not retried (the same seed would raise
-again); it is the same one-line error with the exception's type and message. One missing game, or any
-number inside a daemonic process (a ``multiprocessing.Pool`` worker, as ``seed_robustness.py`` runs seeds,
-may not start processes) or a joblib worker (Hydra's local launcher, whose ``loky`` start method spawned
-children cannot restore), is made in this process, one by one.
+``workers`` processes, each ``textworld_worker.main`` in a fresh interpreter (``WORKER``, the lab's own module):
+it never imports the caller's main module, so a script without a main guard, a notebook, a joblib
+or ``multiprocessing.Pool`` worker and any start method all work; the caller may hold torch's threads, a
+worker imports only the package and textworld). Each worker makes one game after another (the first game of
+a process costs about 2 s more: textworld loads its grammars), and the parent hands each game to one worker,
+so it knows which game a worker that dies (the kernel's OOM killer under load, a signal) was making: that
+game is handed to another worker once more, with a warning, and the dead worker is replaced. If the game's
+worker dies a second time, :class:`GameGenerationError` says in one line which game (challenge, settings,
+seed), how its worker ended, and what to do. A Python exception inside a worker is not retried (the same seed
+would raise again); it is the same one-line error with the exception's type and message. One missing game is
+made in this process.
 
 Fault injection, for the tests: with ``GIGPO_LAB_FAULT_KILL_GAME_WORKER=<seed>:<times>:<tally file>`` in the
 environment, a worker making the game of ``<seed>`` appends a line to the tally file and, while the file has
@@ -22,13 +22,15 @@ as the OOM killer would.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from collections import deque
 from collections.abc import Sequence
-from multiprocessing import current_process, get_all_start_methods, get_context, get_start_method
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,9 @@ CHALLENGES = {
 }
 #: The fault-injection variable (module doc): ``<seed>:<times>:<tally file>``.
 KILL_ENV = "GIGPO_LAB_FAULT_KILL_GAME_WORKER"
+#: A worker's program: the lab's own module in a fresh interpreter (``-c``, not ``-m``: the package imports every
+#: env module first, and runpy would warn that it had imported the worker's).
+WORKER = "import sys; from gigpo_lab.envs.textworld_worker import main; sys.exit(main(sys.argv[1:]))"
 #: How many times a game is handed to a worker before its worker's deaths stop the generation.
 ATTEMPTS = 2
 
@@ -60,7 +65,7 @@ def make_game(challenge: str, settings: dict[str, Any], seed: int, folder: str, 
     Uses ``textworld.challenges.CHALLENGES[name][1]`` (``make(settings, options)``) and
     ``textworld.generator.compile_game(game, options)``, as ``tw-make`` does.
     """
-    from gigpo_lab.envs.textworld_games import require_textworld
+    from gigpo_lab.envs.textworld_import import require_textworld
 
     textworld = require_textworld()
     if is_complete(Path(folder), seed):
@@ -98,17 +103,6 @@ def _die_if_told(seed: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _serve(conn, challenge: str, settings: dict[str, Any], folder: str) -> None:
-    """A worker's body: make each seed it receives (until None), answering ``("ok", "")`` or
-    ``("error", "<Type>: <message>")`` (text: a textworld exception may not unpickle in the parent)."""
-    for seed in iter(conn.recv, None):
-        try:
-            make_game(challenge, settings, seed, folder, before_publish=lambda s=seed: _die_if_told(s))
-            conn.send(("ok", ""))
-        except Exception as err:
-            conn.send(("error", f"{type(err).__name__}: {' '.join(str(err).split())}"[:500]))
-
-
 def _ended(exitcode: int | None) -> str:
     """How a worker process ended, in words: ``killed by SIGKILL``, ``exit status 1``."""
     if exitcode is not None and exitcode < 0:
@@ -135,91 +129,84 @@ def _died_twice(challenge: str, settings: dict[str, Any], seed: int, folder: Pat
     )
 
 
+class _Worker:
+    """One worker process (``textworld_worker``) and the seed it is making (None: idle)."""
+
+    def __init__(self, challenge: str, settings: dict[str, Any], folder: Path) -> None:
+        argv = [sys.executable, "-c", WORKER, challenge, json.dumps(dict(settings)), str(folder)]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        self.seed: int | None = None
+
+    def give(self, seed: int) -> None:
+        self.seed = seed
+        self.proc.stdin.write(f"{seed}\n")
+        self.proc.stdin.flush()
+
+    def answer(self) -> tuple[str, str] | None:
+        """Its answer, or None when it died instead (its stdout ended)."""
+        line = self.proc.stdout.readline()
+        return tuple(json.loads(line)) if line else None
+
+    def stop(self, now: bool) -> None:
+        """Close its stdin (it ends after its current game), or terminate it ``now``; then wait for it."""
+        try:
+            self.proc.stdin.close()
+        except OSError:  # it has just died
+            pass
+        if now:
+            self.proc.terminate()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
 def _make_in_workers(
     challenge: str, settings: dict[str, Any], seeds: Sequence[int], folder: Path, workers: int
 ) -> None:
     """Make ``seeds`` with up to ``workers`` processes, each game handed to one worker at a time (module doc)."""
-    ctx = get_context("spawn")
     todo, deaths = deque(seeds), dict.fromkeys(seeds, 0)
-    busy: dict[Any, tuple[Any, int | None]] = {}  # worker process -> (its connection, the seed it makes)
-
-    def start() -> None:
-        mine, theirs = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(theirs, challenge, settings, str(folder)), daemon=True)
-        proc.start()
-        theirs.close()
-        busy[proc] = (mine, None)
-
-    def answer(conn) -> tuple[str, str] | None:
-        """The worker's answer, or None when it died instead."""
-        try:
-            return conn.recv() if conn.poll() else None
-        except EOFError:
-            return None
-
+    busy: list[_Worker] = []
     stop_softly = False  # let the games being made finish (their files are kept for the next run)
     try:
-        for _ in range(min(workers, len(todo))):
-            start()
-        while todo or any(seed is not None for _, seed in busy.values()):
-            for proc, (conn, seed) in list(busy.items()):
-                if seed is None and todo:
-                    busy[proc] = (conn, todo.popleft())
-                    conn.send(busy[proc][1])
-            ready = set(wait([c for c, s in busy.values() if s is not None] + [p.sentinel for p in busy]))
-            for proc, (conn, seed) in list(busy.items()):
-                reply = answer(conn) if conn in ready else None
+        busy += [_Worker(challenge, settings, folder) for _ in range(min(workers, len(todo)))]
+        while todo or any(w.seed is not None for w in busy):
+            for worker in busy:
+                if worker.seed is None and todo:
+                    worker.give(todo.popleft())
+            ready = set(wait([w.proc.stdout for w in busy if w.seed is not None]))
+            for worker in [w for w in busy if w.proc.stdout in ready]:
+                reply, seed = worker.answer(), worker.seed
                 if reply is not None and reply[0] == "error":
                     raise GameGenerationError(
                         f"{_describe(challenge, settings, seed)} could not be generated: {reply[1]}"
                     )
                 if reply is not None:
-                    busy[proc] = (conn, None)
-                elif proc.sentinel in ready:  # the worker died; the game it was making goes back, once
-                    proc.join()
-                    conn.close()
-                    del busy[proc]
-                    sweep_stale_temps(folder)  # its temporary folder
-                    how = _ended(proc.exitcode)
-                    if seed is not None:
-                        deaths[seed] += 1
-                        if deaths[seed] >= ATTEMPTS:
-                            raise _died_twice(challenge, settings, seed, folder, how)
-                        log.warning(
-                            "the worker generating %s died (%s); generating it once more",
-                            _describe(challenge, settings, seed),
-                            how,
-                        )
-                        todo.appendleft(seed)
-                    if todo:
-                        start()
+                    worker.seed = None
+                    continue
+                # the worker died: the game it was making goes back, once
+                worker.stop(now=False)
+                busy.remove(worker)
+                sweep_stale_temps(folder)  # its temporary folder
+                how = _ended(worker.proc.returncode)
+                deaths[seed] += 1
+                if deaths[seed] >= ATTEMPTS:
+                    raise _died_twice(challenge, settings, seed, folder, how)
+                log.warning(
+                    "the worker generating %s died (%s); generating it once more",
+                    _describe(challenge, settings, seed),
+                    how,
+                )
+                todo.appendleft(seed)
+                busy.append(_Worker(challenge, settings, folder))
         stop_softly = True
     except GameGenerationError:
         stop_softly = True
         raise
     finally:
-        for proc, (conn, _) in busy.items():
-            try:
-                conn.send(None)  # the worker ends after its current game
-            except OSError:  # it has just died
-                pass
-            if not stop_softly:
-                proc.terminate()  # interrupted (Ctrl-C): stop now
-        for proc, (conn, _) in busy.items():
-            proc.join()
-            conn.close()
+        for worker in busy:
+            worker.stop(now=not stop_softly)
         sweep_stale_temps(folder)
-
-
-def _can_spawn() -> bool:
-    """Whether this process may start spawn workers: not inside a daemonic process, and not where the global
-    start method is one multiprocessing's spawn children do not know. A joblib (loky) worker, as Hydra's local
-    launcher runs jobs, sets it to ``loky``, and every spawned child then dies in ``set_start_method('loky')``
-    before it runs a line of ours."""
-    return not current_process().daemon and get_start_method(allow_none=True) in (
-        None,
-        *get_all_start_methods(),
-    )
 
 
 def generate(
@@ -234,7 +221,7 @@ def generate(
     missing = list(dict.fromkeys(s for s in seeds if not is_complete(folder, s)))
     if folder.is_dir():
         sweep_stale_temps(folder)
-    if len(missing) == 1 or workers <= 1 or not _can_spawn():
+    if len(missing) == 1 or workers <= 1:
         for s in missing:
             make_game(challenge, settings, s, str(folder))
     elif missing:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from gigpo_lab.policy.builders import LoraSettings
+from gigpo_lab.policy.settings import LoraSettings
 
 #: peft's key prefix of the wrapped model and the infix of a LoRA layer's original weight.
 PEFT_PREFIX = "base_model.model."

@@ -15,7 +15,8 @@ from typing import Optional
 from omegaconf import MISSING
 
 from gigpo_lab.choices import choice_enum, default_of
-from gigpo_lab.policy.builders import DTYPES, PROMPT_SOURCES, LoraSettings, build_hf_policy, build_tiny_policy
+from gigpo_lab.policy.builders import build_hf_policy, build_tiny_policy
+from gigpo_lab.policy.settings import DTYPES, PROMPT_SOURCES, LoraSettings
 from gigpo_lab.policy.smollm2 import build_smollm2_policy
 
 PromptSource = choice_enum("PromptSource", PROMPT_SOURCES, __name__)
@@ -75,7 +76,7 @@ class ChatModelConfig:
     response_prefix: Optional[str] = default_of(build_hf_policy, "response_prefix")  # noqa: UP045
     #: Recompute activations in backward: less memory, more time.
     gradient_checkpointing: bool = default_of(build_hf_policy, "gradient_checkpointing")
-    #: LoRA adapters (``gigpo_lab.policy.lora.LoraSettings``; its seed is the run seed here).
+    #: LoRA adapters (``gigpo_lab.policy.settings.LoraSettings``; its seed is the run seed here).
     lora: LoraSettings = field(default_factory=lambda: LoraSettings(seed=RUN_SEED))  # type: ignore[arg-type]
 
 

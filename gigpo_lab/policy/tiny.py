@@ -23,7 +23,7 @@ import torch
 
 from gigpo_lab.packing.tree_attention import TreeLayout
 from gigpo_lab.policy.base import Policy
-from gigpo_lab.policy.builders import PROMPT_SOURCES
+from gigpo_lab.policy.settings import PROMPT_SOURCES
 from gigpo_lab.policy.tiny_gpt import KVCache, TinyGPT
 from gigpo_lab.policy.word_tokenizer import WordTokenizer
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from gigpo_lab.choices import choice_enum, default_of
-from gigpo_lab.policy.builders import DTYPES
+from gigpo_lab.policy.settings import DTYPES
 from gigpo_lab.rollout.torch_engine import AUTOCASTS, PREFILLS, build_torch_engine
 from gigpo_lab.rollout.vllm_engine import build_vllm_engine
 

@@ -233,7 +233,8 @@ def build_torch_engine(
     merge_lora: bool = False,
     autocast: str | None = None,
 ) -> TorchEngine:
-    """The ``conf/rollout/torch.yaml`` engine target: ``instantiate(cfg.rollout.engine)(policy=policy)``.
+    """The engine target of the ``rollout=torch`` option (a schema, ``TorchRolloutConfig`` in ``rollout/schema.py``,
+    with no YAML file): ``instantiate(cfg.rollout.engine)(policy=policy)``.
 
     ``max_new_tokens=None`` takes ``policy.default_max_new_tokens`` (tiny: 1, hf: 32); ``prefill=None``
     takes ``policy.default_prefill`` (tiny: tree, hf: shared).

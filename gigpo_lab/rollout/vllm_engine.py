@@ -218,14 +218,15 @@ def build_vllm_engine(
     env: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> VLLMEngine:
-    """The ``conf/rollout/vllm.yaml`` engine target: ``instantiate(cfg.rollout.engine)(policy=policy)``.
+    """The engine target of the ``rollout=vllm`` option (a schema, ``VLLMRolloutConfig`` in ``rollout/schema.py``,
+    with no YAML file): ``instantiate(cfg.rollout.engine)(policy=policy)``.
 
     Args:
         dtype: vLLM's weight dtype; None = the policy's (``model.dtype``).
         max_model_len: longest prompt + response; None = the model's ``max_position_embeddings``.
         env: environment variables set before vllm is imported, unless already set (``DEFAULT_ENV`` first).
         extra: further ``vllm.LLM`` keyword arguments.
-        Others: see ``conf/rollout/vllm.yaml``.
+        Others: see ``VLLMEngineConfig`` in ``gigpo_lab/rollout/schema.py``.
     """
     for key, value in {**DEFAULT_ENV, **dict(env or {})}.items():
         os.environ.setdefault(str(key), str(value))

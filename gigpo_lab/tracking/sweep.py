@@ -28,6 +28,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from gigpo_lab.tracking.mlflow_tracker import NOTE_TAG, experiment_view
+from gigpo_lab.tracking.sweep_env import PARENT_ENV, ROLE_TAG, SWEEP_ENV
 from gigpo_lab.tracking.sweep_resume import (
     SweepStillRunning,
     all_runs,
@@ -35,10 +36,6 @@ from gigpo_lab.tracking.sweep_resume import (
     parent_to_resume,
     without_resume,
 )
-
-PARENT_ENV = "GIGPO_LAB_PARENT_RUN_ID"
-SWEEP_ENV = "GIGPO_LAB_SWEEP_ID"
-ROLE_TAG = "gigpo_lab.role"
 
 log = logging.getLogger(__name__)
 
@@ -159,11 +156,6 @@ def sweep_scope(state: SweepState) -> Iterator[SweepState]:
         _CURRENT.reset(token)
         if on_main:
             signal.signal(signal.SIGTERM, handler if handler is not None else signal.SIG_DFL)
-
-
-def sweep_context() -> tuple[str | None, str | None]:
-    """``(parent_run_id, sweep_id)`` when this process is a job of a tracked sweep, else ``(None, None)``."""
-    return os.environ.get(PARENT_ENV), os.environ.get(SWEEP_ENV)
 
 
 def _default_uri() -> str:

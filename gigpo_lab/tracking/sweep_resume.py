@@ -75,7 +75,7 @@ def parent_to_resume(client, experiment_id: str, sweep_overrides: str):
     here, not in the filter, so any quote in them matches. Raises ``SweepStillRunning`` when that parent is
     RUNNING and its launcher (the pid that ends its ``sweep_id``) is alive on this machine (the callback then
     starts a new sweep, with a warning)."""
-    from gigpo_lab.tracking.sweep import ROLE_TAG
+    from gigpo_lab.tracking.sweep_env import ROLE_TAG
 
     parents = all_runs(client, experiment_id, f"tags.`{ROLE_TAG}` = 'sweep-parent'")
     same = [r for r in parents if r.data.tags.get("sweep_overrides") == sweep_overrides]
@@ -152,7 +152,7 @@ class ResumedJob:
         """The job's resume record when ``resume=true`` in a tracked multirun, else None (also when the store
         cannot be read now)."""
         from gigpo_lab.config_paths import in_multirun
-        from gigpo_lab.tracking.sweep import sweep_context
+        from gigpo_lab.tracking.sweep_env import sweep_context
 
         parent_id, _ = sweep_context()
         if not (cfg.get("resume") and in_multirun() and parent_id):

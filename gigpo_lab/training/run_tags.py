@@ -9,7 +9,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from gigpo_lab.config_paths import hydra_choices, in_multirun
-from gigpo_lab.tracking.sweep import sweep_context
+from gigpo_lab.tracking.sweep_env import sweep_context
 from gigpo_lab.tracking.sweep_resume import job_key_tag
 from gigpo_lab.training.run_names import estimator_name
 

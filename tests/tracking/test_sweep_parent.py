@@ -157,7 +157,7 @@ def test_a_jobs_key_is_its_overrides_without_resume_in_any_order():
 
 
 def _parent(uri: str, overrides: str, status: str, sweep_id: str) -> str:
-    from gigpo_lab.tracking.sweep import ROLE_TAG
+    from gigpo_lab.tracking.sweep_env import ROLE_TAG
 
     tracker = MlflowTracker(
         uri, "sweeps", tags={ROLE_TAG: "sweep-parent", "sweep_overrides": overrides, "sweep_id": sweep_id}
