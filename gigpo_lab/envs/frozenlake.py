@@ -22,6 +22,7 @@ from typing import Any, Optional
 from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import MAPS, FrozenLakeEnv, generate_random_map
 
+from gigpo_lab.choices import default_of
 from gigpo_lab.envs.base import TextEnv, render_grid, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
 from gigpo_lab.envs.schema import EnvConfig
@@ -154,23 +155,23 @@ class FrozenLakeConfig(EnvConfig):
     """``gigpo_lab/FrozenLake-v0`` (``gigpo_lab.envs.frozenlake.FrozenLakeText``)."""
 
     #: Side of the square map: 4 or 8 for gymnasium's standard maps; any int >= 2 when random_map is true.
-    size: int = 4
+    size: int = default_of(FrozenLakeText, "size")  # type: ignore[assignment]
     #: false: the fixed standard map (every seed starts the same); true: a new random solvable map per reset
     #: seed (gymnasium's generate_random_map).
-    random_map: bool = False
+    random_map: bool = default_of(FrozenLakeText, "random_map")  # type: ignore[assignment]
     #: Probability that a tile of a random map is frozen (p of generate_random_map), in (0, 1].
-    frozen_prob: float = 0.8
+    frozen_prob: float = default_of(FrozenLakeText, "frozen_prob")  # type: ignore[assignment]
     #: A fixed map as a list of row strings over S F H G (e.g. [SFFF, FHFH, FFFH, HFFG]); overrides size and
     #: random_map. null = the standard map of the given size.
     desc: Optional[list[str]] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
     #: gymnasium's slippery dynamics (the move goes sideways with probability 2/3); false = deterministic.
-    is_slippery: bool = False
+    is_slippery: bool = default_of(FrozenLakeText, "is_slippery")  # type: ignore[assignment]
     #: Reward for reaching the goal G (gymnasium's 1.0; the GiGPO paper's LLM runs use 10).
-    success_reward: float = 1.0
+    success_reward: float = default_of(FrozenLakeText, "success_reward")  # type: ignore[assignment]
     #: Reward for falling into a hole H (the episode ends).
-    hole_reward: float = 0.0
+    hole_reward: float = default_of(FrozenLakeText, "hole_reward")  # type: ignore[assignment]
     #: Reward for every other step.
-    step_reward: float = 0.0
+    step_reward: float = default_of(FrozenLakeText, "step_reward")  # type: ignore[assignment]
 
 
 #: This module's schema of the ``env`` group (``gigpo_lab.discovery`` collects it).

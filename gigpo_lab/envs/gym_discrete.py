@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from gigpo_lab.choices import choice_enum
+from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
 from gigpo_lab.envs.schema import EnvConfig
@@ -206,7 +206,7 @@ class GymDiscreteConfig(EnvConfig):
     #: terminated (any termination), or never.
     success_on: SuccessOn = SuccessOn.terminated_positive
     #: The longest allowed rendering in characters; a longer one is an error.
-    max_obs_chars: int = 4096
+    max_obs_chars: int = default_of(GymDiscreteText, "max_obs_chars")  # type: ignore[assignment]
 
 
 #: This module's schema of the ``env`` group (``gigpo_lab.discovery`` collects it).

@@ -29,7 +29,7 @@ from typing import Any
 
 from gymnasium import spaces
 
-from gigpo_lab.choices import choice_enum
+from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.envs.base import TextEnv, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
 from gigpo_lab.envs.household_world import (
@@ -216,13 +216,13 @@ class HouseholdConfig(EnvConfig):
 
     #: Receptacles per world, int in [2, 7] (of cabinet, countertop, drawer, fridge, microwave, shelf, sink);
     #: the goal's target and tool are always present.
-    num_receptacles: int = 5
+    num_receptacles: int = default_of(HouseholdText, "num_receptacles")  # type: ignore[assignment]
     #: Objects besides the goal object, int in [0, 6] (of apple, bowl, bread, egg, mug, plate, potato).
-    num_distractors: int = 2
+    num_distractors: int = default_of(HouseholdText, "num_distractors")  # type: ignore[assignment]
     #: Tasks to draw from, a non-empty subset of the allowed values.
     task_types: list[TaskType] = field(default_factory=lambda: list(TaskType))
     #: Reward on the step that completes the goal (other steps give 0); 10 as in the GiGPO paper.
-    success_reward: float = 10.0
+    success_reward: float = default_of(HouseholdText, "success_reward")  # type: ignore[assignment]
 
 
 #: This module's schema of the ``env`` group (``gigpo_lab.discovery`` collects it).

@@ -151,8 +151,8 @@ class World:
 
 def generate_world(
     rng: np.random.Generator,
-    num_receptacles: int = 5,
-    num_distractors: int = 2,
+    num_receptacles: int,
+    num_distractors: int,
     task_types: tuple[str, ...] = tuple(TASKS),
 ) -> World:
     """A random world: a goal, the receptacles it needs plus random others, and the objects placed.

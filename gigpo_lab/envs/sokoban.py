@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from gigpo_lab.choices import default_of
 from gigpo_lab.envs.base import TextEnv, render_grid, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
 from gigpo_lab.envs.schema import EnvConfig
@@ -165,21 +166,21 @@ class SokobanConfig(EnvConfig):
     """``gigpo_lab/Sokoban-v0`` (``gigpo_lab.envs.sokoban.SokobanText``); defaults follow RAGEN / verl-agent."""
 
     #: Room height including the border walls, int >= 4.
-    height: int = 6
+    height: int = default_of(SokobanText, "height")  # type: ignore[assignment]
     #: Room width including the border walls, int >= 4.
-    width: int = 6
+    width: int = default_of(SokobanText, "width")  # type: ignore[assignment]
     #: Boxes (and targets) per puzzle, int >= 1; the room must have room for them.
-    num_boxes: int = 1
+    num_boxes: int = default_of(SokobanText, "num_boxes")  # type: ignore[assignment]
     #: Length of the generator's backwards random walk, int >= 1; longer walks give harder puzzles.
-    reverse_steps: int = 100
+    reverse_steps: int = default_of(SokobanText, "reverse_steps")  # type: ignore[assignment]
     #: Reward of every step.
-    step_reward: float = -0.1
+    step_reward: float = default_of(SokobanText, "step_reward")  # type: ignore[assignment]
     #: Reward for pushing a box onto a target.
-    box_on_target_reward: float = 1.0
+    box_on_target_reward: float = default_of(SokobanText, "box_on_target_reward")  # type: ignore[assignment]
     #: Reward for pushing a box off a target.
-    box_off_target_reward: float = -1.0
+    box_off_target_reward: float = default_of(SokobanText, "box_off_target_reward")  # type: ignore[assignment]
     #: Extra reward when every box is on a target (ends the episode).
-    solve_reward: float = 10.0
+    solve_reward: float = default_of(SokobanText, "solve_reward")  # type: ignore[assignment]
 
 
 #: This module's schema of the ``env`` group (``gigpo_lab.discovery`` collects it).

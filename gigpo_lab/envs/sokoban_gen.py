@@ -106,10 +106,10 @@ def reverse_play(
 
 def generate_puzzle(
     rng: np.random.Generator,
-    height: int = 6,
-    width: int = 6,
-    num_boxes: int = 1,
-    reverse_steps: int = 100,
+    height: int,
+    width: int,
+    num_boxes: int,
+    reverse_steps: int,
     floor_fraction: float = 0.6,
     max_tries: int = 1000,
 ) -> Puzzle:

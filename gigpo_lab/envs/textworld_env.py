@@ -51,7 +51,7 @@ from typing import Any, Optional
 
 from gymnasium import spaces
 
-from gigpo_lab.choices import choice_enum
+from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
 from gigpo_lab.envs.schema import EnvConfig
@@ -334,11 +334,11 @@ class TextWorldConfig(EnvConfig):
     #: 1-30); recipe, take, go (1, 6, 9 or 12), open, cook, cut, drop, recipe_seed, split (cooking). Null = defaults.
     settings: Optional[dict[str, Any]] = None  # noqa: UP045
     #: Training games generated from game_seed (reset seed s plays game s % num_games).
-    num_games: int = 16
+    num_games: int = default_of(TextWorldText, "num_games")  # type: ignore[assignment]
     #: Evaluation games, the same for every game_seed and disjoint from the training games.
-    num_eval_games: int = 8
+    num_eval_games: int = default_of(TextWorldText, "num_eval_games")  # type: ignore[assignment]
     #: The seed the training games derive from; the presets pass the run's seed.
-    game_seed: int = 0
+    game_seed: int = default_of(TextWorldText, "game_seed")  # type: ignore[assignment]
     #: The user's training games instead of generated ones: a glob or a list of .z8/.ulx files, each with the
     #: .json tw-make writes beside it; null = generate. A missing file, an empty glob or a game that does not
     #: load fails before the run opens.
@@ -348,7 +348,7 @@ class TextWorldConfig(EnvConfig):
     #: Root of the generated games' cache; null = $GIGPO_LAB_CACHE/textworld, else ~/.cache/gigpo_lab/textworld.
     cache_dir: Optional[str] = None  # noqa: UP045
     #: End the observation with the admissible commands, as verl-agent's ALFWorld prompt does.
-    list_admissible: bool = True
+    list_admissible: bool = default_of(TextWorldText, "list_admissible")  # type: ignore[assignment]
 
 
 #: This module's schema of the ``env`` group (``gigpo_lab.discovery`` collects it).

@@ -28,11 +28,10 @@ from gigpo_lab.algorithm.diagnostics import revisit_rate
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.rollout.episodes import EnvError, Turn, run_episodes, stack_turns
+from gigpo_lab.rollout.schema import RolloutConfig  # the default share of failed trajectories, written there
 
 #: Trajectories copied into ``extras["samples"]`` (the first of each of the first groups).
 SAMPLE_TRAJECTORIES = 2
-#: Default share of an iteration's trajectories whose env may raise before the run stops.
-DEFAULT_MAX_ENV_ERROR_RATE = 0.05
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +66,7 @@ class Collector:
         *,
         groups: int,
         group_size: int,
-        max_env_error_rate: float = DEFAULT_MAX_ENV_ERROR_RATE,
+        max_env_error_rate: float = RolloutConfig.max_env_error_rate,
     ):
         if groups < 1 or group_size < 1:
             raise ValueError(f"groups={groups} and group_size={group_size} must both be >= 1")

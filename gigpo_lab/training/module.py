@@ -30,6 +30,7 @@ from gigpo_lab.algorithm.group_filter import NoFilter
 from gigpo_lab.algorithm.loss import LossOutput, PolicyLoss
 from gigpo_lab.algorithm.shaping import clip_rewards, penalize_kl
 from gigpo_lab.batch import StepBatch
+from gigpo_lab.rollout.schema import RolloutConfig  # the evaluation defaults, written once there
 from gigpo_lab.training.critic import score_values
 from gigpo_lab.training.data import Iterations, shuffled_minibatches
 from gigpo_lab.training.distributed import across_ranks, check_world_size
@@ -85,10 +86,10 @@ class GiGPOModule(L.LightningModule):
         loop: TrainerConfig,
         *,
         seed: int = 0,
-        eval_episodes: int = 16,
-        eval_greedy: bool = True,
-        eval_temperature: float = 0.4,
-        eval_greedy_episodes: int = 0,
+        eval_episodes: int = RolloutConfig.eval_episodes,
+        eval_greedy: bool = RolloutConfig.eval_greedy,
+        eval_temperature: float = RolloutConfig.eval_temperature,
+        eval_greedy_episodes: int = RolloutConfig.eval_greedy_episodes,
         logprob_temperature: float = 1.0,
         exploration=None,
         group_filter=None,

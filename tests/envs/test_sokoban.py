@@ -95,8 +95,8 @@ def test_multi_box_puzzles_are_solvable():
 
 
 def test_generator_is_deterministic_by_seed():
-    a = generate_puzzle(np.random.default_rng(42))
-    b = generate_puzzle(np.random.default_rng(42))
+    a = generate_puzzle(np.random.default_rng(42), 6, 6, 1, 100)
+    b = generate_puzzle(np.random.default_rng(42), 6, 6, 1, 100)
     assert (a.walls == b.walls).all() and (a.targets, a.boxes, a.player) == (b.targets, b.boxes, b.player)
 
 

@@ -146,6 +146,7 @@ def _assert_rank_one_killed(store, pid: int) -> None:
     assert run.data.tags["error"].startswith(f"rank 1 (pid {pid}) was killed by SIGKILL")
 
 
+@pytest.mark.slow  # 25 s; the raising rank above covers the same path in the default suite
 def test_a_rank_killed_under_ddp_ends_the_run_failed_with_its_rank_and_signal(tmp_path, store):
     """Before, Lightning's watcher on rank 0 killed every rank, rank 0 included, before rank 0 ended the run:
     it stayed RUNNING."""

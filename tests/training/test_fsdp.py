@@ -85,6 +85,7 @@ def fsdp_and_ddp(tmp_path_factory, model_dir):
     return root
 
 
+@pytest.mark.slow  # with its fixture, about 70 s of the default suite's 10 minutes
 def test_fsdp_repeats_ddp_on_two_cpu_ranks(fsdp_and_ddp, model_dir):
     from transformers import AutoModelForCausalLM
 
@@ -104,6 +105,7 @@ def test_fsdp_repeats_ddp_on_two_cpu_ranks(fsdp_and_ddp, model_dir):
     assert len(moved) > len(initial) // 2, "the weights trained"
 
 
+@pytest.mark.slow  # with its fixture, about 70 s of the default suite's 10 minutes
 def test_the_fsdp_checkpoint_exports_to_the_same_hugging_face_folder_as_ddp(fsdp_and_ddp, tmp_path):
     from transformers import AutoModelForCausalLM
 
