@@ -60,7 +60,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 test-vllm: $(VLLM_VENV)/.installed
 	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_PY) -m pytest -q -m vllm
 
-# An offline (air-gapped) node's wheels, built here with the network (README, "From a laptop to GPUs and SLURM"):
+# An offline (air-gapped) node's wheels, built here with the network (docs/GPU.md):
 # what the lab needs and the node lacks, for the node's Python (PYTHON_VERSION) on x86_64 manylinux, the lab's
 # own wheel included. NODE_FREEZE: the node's `pip freeze` (default: the H200 node's image as read,
 # experiments/offline/h200_node.txt). On the node: pip install --no-index --find-links $(WHEELHOUSE) gigpo-lab

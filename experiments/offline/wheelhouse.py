@@ -4,7 +4,7 @@
     make wheelhouse PYTHON_VERSION=3.12 NODE_FREEZE=node-freeze.txt WHEELHOUSE=.whl
     python experiments/offline/wheelhouse.py --python-version 3.12 --node-freeze node-freeze.txt --out wheelhouse
 
-On the node, with no network (README, "From a laptop to GPUs and SLURM"):
+On the node, with no network (docs/GPU.md):
 
     pip install --no-index --find-links wheelhouse gigpo-lab      # into the node's venv, when it is writable
     pip install --no-index --no-deps --target /tmp/site wheelhouse/*.whl && export PYTHONPATH=/tmp/site

@@ -1,4 +1,4 @@
-"""Every shell command in README.md and docs/TUTORIAL.md works as written, at least in a short form.
+"""Every shell command in README.md, docs/TUTORIAL.md and docs/GPU.md works as written, at least in a short form.
 
 Each command of every ``bash`` block is checked without training:
 
@@ -28,7 +28,7 @@ from gigpo_lab.cli import COMMANDS
 from gigpo_lab.config_paths import compose_config
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ("README.md", "docs/TUTORIAL.md")
+DOCS = ("README.md", "docs/TUTORIAL.md", "docs/GPU.md")
 #: Hydra's flags: what follows them is not an override.
 HYDRA_FLAGS = {"-m", "--multirun", "--cfg", "-c", "--resolve", "--info", "-i", "--package", "-p"}
 
