@@ -12,7 +12,10 @@ The noise is silenced where it starts, not filtered from the output:
   any other.
 * MLflow's loggers take ``MLFLOW_LOGGING_LEVEL`` (WARNING unless ``verbose``): no ``Creating initial MLflow
   database tables`` on a fresh store.
-* Known harmless warnings are filtered by message (``NOISY_WARNINGS``).
+* Known harmless warnings are filtered by message (``NOISY_WARNINGS``), or where they arise (peft's
+  ``is_gradient_checkpointing`` probe, ``policy/lora.py``).
+* transformers' and huggingface_hub's progress bars (loading and writing a model) are off through their own
+  switch, ``HF_HUB_DISABLE_PROGRESS_BARS``.
 
 ``verbose=true`` keeps Hydra's default logging configs and every warning. User output (these lines) goes
 to stderr, as diagnostics do, so stdout stays free for what a script may parse.
@@ -37,6 +40,9 @@ def configure_output(verbose: bool) -> None:
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
     if verbose:
         return
+    # transformers' and huggingface_hub's own switch for their tqdm bars ("Loading weights", "Writing model
+    # shards"), read when they are imported; the lab's progress line says how the run goes
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     for message, category in NOISY_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
 

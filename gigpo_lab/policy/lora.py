@@ -14,6 +14,7 @@ peft is imported only here, when LoRA is asked for.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,7 +41,12 @@ def apply_lora(model: torch.nn.Module, settings: LoraSettings) -> torch.nn.Modul
         lora_dropout=settings.dropout,
         target_modules=target if isinstance(target, str) else list(target),
     )
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        # peft probes ``model.is_gradient_checkpointing``, which transformers 5 deprecates with a FutureWarning
+        # on every LoRA run: peft's call, nothing the user can act on; this one message is silenced here only
+        warnings.filterwarnings(
+            "ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning
+        )
         torch.manual_seed(settings.seed)
         return get_peft_model(model, config)
 

@@ -150,3 +150,20 @@ def test_the_progress_line_fits_its_width_and_counts_from_one(
     text = render(it, total, metrics, elapsed, min(width, MAX_WIDTH), bar)
     assert len(text) <= min(width, MAX_WIDTH) and "\n" not in text
     assert text.startswith(f"iter {it:>{len(str(total))}}/{total}"[: len(text)])
+
+
+def test_an_llm_run_prints_only_the_labs_lines(tmp_path):
+    """A Hugging Face policy with LoRA and gradient checkpointing (issue #63): no 'Loading weights' or 'Writing
+    model shards' bar from transformers, no FutureWarning from peft's probe of ``is_gradient_checkpointing``."""
+    from tests.hf_tiny import build_tiny_hf_model
+
+    model = build_tiny_hf_model(tmp_path / "model")
+    args = [*RUN, "trainer.iterations=1", "model=hf", f"model.path={model}", "model.lora.enabled=true",
+            "model.gradient_checkpointing=true", "env.max_turns=3"]  # fmt: skip
+    done = _train(args, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = _lines(done)
+    for noise in ("Loading weights", "Writing model shards", "is_gradient_checkpointing", "FutureWarning", "it/s]"):
+        assert not [ln for ln in lines if noise in ln], noise
+    _no_noise_no_repeats(lines)
+    assert any(ln.startswith("gigpo-lab: run finished in ") for ln in lines)
