@@ -204,6 +204,7 @@ def test_a_sweep_killed_midway_resumes_skipping_its_finished_jobs(tmp_path):
     assert all(r.data.tags["superseded_by"] == rerun.info.run_id for r in superseded)
 
 
+@pytest.mark.slow  # 33 s; SIGTERM to a plain launcher stays in the default suite
 def test_sigterm_to_a_launcher_with_joblib_workers_leaves_no_job_run_running(tmp_path):
     """Two jobs in joblib worker processes when SIGTERM reaches the launcher: the workers stop with it and
     cannot end their runs, so the launcher ends them KILLED with the reason, and the parent FAILED."""

@@ -299,6 +299,7 @@ def test_a_stale_rank_variable_in_a_single_process_is_a_clear_error(tiny_overrid
     assert not (tmp_path / "out" / "checkpoints").exists(), "it stopped before training"
 
 
+@pytest.mark.slow  # 27 s; DDP's rank-zero tracking stays covered by the console-script DDP run
 def test_under_ddp_spawn_only_rank_zero_writes_the_run(tiny_overrides, tmp_path):
     """With ddp_spawn the callbacks (and the run's writer) are copied into every worker: rank 0 alone writes."""
     from mlflow.tracking import MlflowClient
