@@ -110,7 +110,7 @@ def flow(value: object) -> str:
     return '""' if value == "" else plain(value)
 
 
-def _schema_docs(cls: type | None, prefix: str = "") -> dict[str, str]:
+def schema_docs(cls: type | None, prefix: str = "") -> dict[str, str]:
     """The ``#:`` comments above the fields of a dataclass schema and its bases, by dotted key; the fields of
     a nested dataclass field (``lora.r``) too, and the docstring of its type for the field itself unless it has
     its own ``#:`` comment."""
@@ -136,7 +136,7 @@ def _schema_docs(cls: type | None, prefix: str = "") -> dict[str, str]:
         kind = hints.get(f.name)
         if dataclasses.is_dataclass(kind):
             docs.setdefault(prefix + f.name, " ".join((kind.__doc__ or "").split()))
-            docs.update(_schema_docs(kind, f"{prefix}{f.name}."))
+            docs.update(schema_docs(kind, f"{prefix}{f.name}."))
     return docs
 
 
@@ -236,7 +236,7 @@ def group_option(group: str, name: str, configs: OptionConfigs) -> Option:
     docs, notes = {}, []
     for prefix, node in nodes.items():
         cls = OmegaConf.get_type(node)
-        docs.update(_schema_docs(cls, prefix))
+        docs.update(schema_docs(cls, prefix))
         if prefix == "":
             description = description or _doc(cls)
         notes.append(
@@ -309,7 +309,7 @@ def _root_rows(conf: Path, cfg) -> tuple[list[Row], list[Row], dict[str, str]]:
 
     from gigpo_lab.config_paths import RunKeys
 
-    docs = _schema_docs(RunKeys)
+    docs = schema_docs(RunKeys)
     run = []
     for f in dataclasses.fields(RunKeys):
         type_ = _node_type(cfg, f.name, cfg._get_node(f.name))

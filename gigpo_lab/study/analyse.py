@@ -127,32 +127,22 @@ def arm_means(spec: Spec, rows: list[dict]) -> list[dict]:
     return records
 
 
-def gather(spec: Spec, sources: dict) -> tuple[list[dict], list[dict], study_rows.Sides, dict, list[str]]:
-    """The rows to analyse, from ``sources`` (``store``: (uri, [experiments]) or None; ``out``: a study folder
-    whose run files to read, or None; ``rows``: rows files; ``prior``: an earlier analysis.json's content or
-    None). Returns ``(rows, saved, prior, prior_json, notes)``: ``saved`` the rows read, each once; ``rows``
-    those, the rows recovered from the prior's one-arm sides for runs they lack, and the reused copies."""
-    read, notes = [], []
-    if sources.get("store"):
-        uri, experiments = sources["store"]
-        for name in experiments:
-            found, more = study_rows.read_store(uri, name, spec)
-            read.append(found)
-            notes += more
-    if sources.get("out"):
-        read.append(study_rows.read_run_files(sources["out"]))
-    read += [study_rows.relabel(spec, study_rows.load_rows(p)) for p in sources.get("rows", [])]
-    saved, more = study_rows.merge(*read)
-    notes += more
-    prior_json = study_rows.relabel_analysis(spec, sources.get("prior") or {"same_runs": [], "arms": []})
-    prior = study_rows.prior_sides(prior_json)
+def gather(
+    spec: Spec, *, prior: dict | None = None, **sources
+) -> tuple[list[dict], list[dict], study_rows.Sides, dict, list[str]]:
+    """The rows to analyse: ``rows.read_sources(spec, **sources)``, and an earlier analysis.json's content
+    (``prior``) for runs they lack. Returns ``(rows, saved, prior, prior_json, notes)``: ``saved`` the rows read,
+    each once; ``rows`` those, the rows recovered from the prior's one-arm sides, and the reused copies."""
+    saved, notes = study_rows.read_sources(spec, **sources)
+    prior_json = study_rows.relabel_analysis(spec, prior or {"same_runs": [], "arms": []})
+    sides = study_rows.prior_sides(prior_json)
     have = set(map(study_rows.key, saved))
-    recovered = [r for r in study_rows.rows_from_sides(prior) if study_rows.key(r) not in have]
+    recovered = [r for r in study_rows.rows_from_sides(sides) if study_rows.key(r) not in have]
     rows = study_rows.reuse(spec, recovered + saved)
     reused = Counter((r["setting"], r["arm"], r["reused"]) for r in rows if r.get("reused"))
     notes += [f"{setting} / {arm}: {n} seeds not run, {original}'s rows reused (same_runs.reuse_on)"
               for (setting, arm, original), n in reused.items()]  # fmt: skip
-    return rows, saved, prior, prior_json, notes
+    return rows, saved, sides, prior_json, notes
 
 
 def analyse(spec: Spec, rows: list[dict], prior: study_rows.Sides, prior_json: dict) -> dict:

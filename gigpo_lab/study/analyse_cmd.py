@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gigpo_lab.analysis.runs import store_uri
 from gigpo_lab.study import registration, report
 from gigpo_lab.study.analyse import analyse, gather
 from gigpo_lab.study.cli import parser_for, source_args
@@ -31,18 +30,14 @@ def main(argv: list[str]) -> int:
     spec = loaded.spec
     registered = registration.check(loaded)
     out = args.out or Path.cwd() / spec.name
-    for path in [*args.rows, *([args.prior] if args.prior else [])]:
-        if not path.is_file():
-            raise SpecError(f"{path}: no such file; give an existing rows.json or analysis.json")
-    sources = {
-        "store": (store_uri(args.store), args.experiment or [spec.name]) if args.store else None,
-        "out": out if (out / "runs").is_dir() else None,
-        "rows": args.rows,
-        "prior": json.loads(args.prior.read_text()) if args.prior else None,
-    }
-    if not any(sources.values()):
+    if args.prior and not args.prior.is_file():
+        raise SpecError(f"{args.prior}: no such file; give an existing analysis.json")
+    if not ((out / "runs").is_dir() or args.store or args.rows or args.prior):
         raise SpecError(f"no rows: {out / 'runs'} does not exist; give --out, --store, --rows or --prior")
-    rows, saved, prior, prior_json, notes = gather(spec, sources)
+    rows, saved, prior, prior_json, notes = gather(
+        spec, out=out, store=args.store, experiments=args.experiment, rows_files=args.rows,
+        prior=json.loads(args.prior.read_text()) if args.prior else None,
+    )  # fmt: skip
     result = analyse(spec, rows, prior, prior_json)
     folder = args.report or out / "report"
     folder.mkdir(parents=True, exist_ok=True)

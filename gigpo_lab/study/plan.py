@@ -24,7 +24,7 @@ from gigpo_lab.analysis.power import paired_power, planning_alpha, seeds_for
 from gigpo_lab.study import rows as study_rows
 from gigpo_lab.study.analyse import side_values
 from gigpo_lab.study.cli import parser_for, source_args
-from gigpo_lab.study.spec import Spec, SpecError, load_spec
+from gigpo_lab.study.spec import Spec, load_spec
 
 POWER = 0.8
 
@@ -132,17 +132,9 @@ def main(argv: list[str]) -> int:
         )
         if code:
             return code
-    read = [study_rows.read_run_files(out)] if (out / "runs").is_dir() else []
-    for path in args.rows:
-        if not path.is_file():
-            raise SpecError(f"--rows {path}: no such file; give a rows.json of measured runs")
-        read.append(study_rows.relabel(spec, study_rows.load_rows(path)))
-    if args.store:
-        from gigpo_lab.analysis.runs import store_uri
-
-        for name in args.experiment or [spec.name]:
-            read.append(study_rows.read_store(store_uri(args.store), name, spec)[0])
-    measured, _ = study_rows.merge(*read)
+    measured, _ = study_rows.read_sources(
+        spec, out=out, store=args.store, experiments=args.experiment, rows_files=args.rows
+    )
     grid = spec.grid()
     print(f"# {spec.name}: plan\n\n{spec.question}\n")
     print(f"Confirmatory seeds {spec.seeds.start}-{spec.seeds.stop - 1}, pilot seeds "

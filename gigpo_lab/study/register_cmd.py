@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gigpo_lab.study import registration
-from gigpo_lab.study.cli import parser_for
+from gigpo_lab.study.cli import parser_for, source_args
 from gigpo_lab.study.registration_text import write_text
-from gigpo_lab.study.rows import merge, read_run_files, read_store
+from gigpo_lab.study.rows import read_sources
 from gigpo_lab.study.spec import SpecError, load_spec
 
 
@@ -21,8 +21,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--reason", default="", help="why the spec changed (with --amend)")
     parser.add_argument("--seen-confirmatory", choices=("yes", "no"),
                         help="had any confirmatory result been seen? (with --amend)")  # fmt: skip
-    parser.add_argument("--out", type=Path, help="the study's folder, to count its rows (default: ./<name>)")
-    parser.add_argument("--store", help="an MLflow store whose runs of the study to count too")
+    source_args(parser)  # where the rows an amendment counts are
     args = parser.parse_args(argv)
     loaded = load_spec(args.spec)
     if not args.amend:
@@ -34,12 +33,7 @@ def main(argv: list[str]) -> int:
                 "--seen-confirmatory: missing; say yes or no: had any confirmatory result been seen?"
             )
         out = args.out or Path.cwd() / loaded.spec.name
-        read = [read_run_files(out)] if (out / "runs").is_dir() else []
-        if args.store:
-            from gigpo_lab.analysis.runs import store_uri
-
-            read.append(read_store(store_uri(args.store), loaded.spec.name, loaded.spec)[0])
-        rows, _ = merge(*read)
+        rows, _ = read_sources(loaded.spec, out=out, store=args.store, experiments=args.experiment)
         confirmatory = set(loaded.spec.seeds.values)
         count = sum(r["seed"] in confirmatory for r in rows)
         path = registration.amend(loaded, args.reason, args.seen_confirmatory == "yes", count)

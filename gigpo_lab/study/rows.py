@@ -24,14 +24,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gigpo_lab.study.spec import Spec
+from gigpo_lab.study.spec import METRICS, Spec, SpecError
 
-METRICS = {  # row key -> MLflow metric (its last value)
-    "eval_final": "eval/final",
-    "eval_auc": "eval/auc",
-    "greedy_success": "eval/greedy_success_rate",
-    "env_steps": "rollout/env_steps_total",
-}
 #: Tags of a run that ``gigpo-lab study run`` launched.
 STUDY_TAG, SETTING_TAG, ARM_TAG, HASH_TAG = "study", "study_setting", "study_arm", "study_spec_hash"
 #: Overrides that are not part of a legacy label's arm.
@@ -69,8 +63,11 @@ def legacy_names(spec: Spec) -> dict[tuple[str, str], tuple[str, str]]:
 def relabel(spec: Spec, rows: list[dict]) -> list[dict]:
     """Rows with legacy labels named by the spec; rows already named by it, or by no cell of it, unchanged."""
     names = legacy_names(spec)
-    return [r | dict(zip(("setting", "arm"), names[(r["setting"], r["arm"])], strict=False)) if (r["setting"], r["arm"]) in names
-            else r for r in rows]  # fmt: skip
+    out = []
+    for r in rows:
+        cell = names.get((r["setting"], r["arm"]))
+        out.append(r if cell is None else r | {"setting": cell[0], "arm": cell[1]})
+    return out
 
 
 def relabel_analysis(spec: Spec, analysis: dict) -> dict:
@@ -157,6 +154,29 @@ def save_rows(path: Path, rows: list[dict]) -> None:
 def load_rows(path: Path) -> list[dict]:
     """The rows a ``save_rows`` file holds."""
     return json.loads(Path(path).read_text())
+
+
+def read_sources(
+    spec: Spec, *, out: Path | None = None, store: str | None = None, experiments=(), rows_files=()
+) -> tuple[list[dict], list[str]]:
+    """The rows of every source given, each run once (``merge``), and notes: the finished runs of
+    ``experiments`` (default: the study's name) in ``store`` (a tracking URI or a sqlite path), the run files
+    under ``out``, and rows files, their legacy labels named by the spec. A missing rows file is a SpecError."""
+    from gigpo_lab.analysis.runs import store_uri
+
+    read, notes = [], []
+    for name in (experiments or [spec.name]) if store else ():
+        found, more = read_store(store_uri(store), name, spec)
+        read.append(found)
+        notes += more
+    if out is not None:
+        read.append(read_run_files(out))
+    for path in rows_files:
+        if not Path(path).is_file():
+            raise SpecError(f"{path}: no such file; give an existing rows.json")
+        read.append(relabel(spec, load_rows(path)))
+    rows, more = merge(*read)
+    return rows, notes + more
 
 
 def merge(*sources: list[dict]) -> tuple[list[dict], list[str]]:

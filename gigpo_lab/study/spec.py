@@ -20,9 +20,14 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-#: Row keys a study can read (``gigpo_lab.study.rows.METRICS``'s keys), listed here so a spec is checked
-#: without importing MLflow.
-METRIC_NAMES = ("eval_final", "eval_auc", "greedy_success", "env_steps")
+#: The metrics a study's rows hold: row key -> MLflow metric (a run's last value). A spec names them by key.
+METRICS = {
+    "eval_final": "eval/final",
+    "eval_auc": "eval/auc",
+    "greedy_success": "eval/greedy_success_rate",
+    "env_steps": "rollout/env_steps_total",
+}
+METRIC_NAMES = tuple(METRICS)
 
 
 class SpecError(ValueError):
@@ -202,7 +207,10 @@ def _keys(where: str, raw: Any, cls: type) -> dict:
 
 
 def _doc(cls: type, key: str) -> str:
-    return _FIELD_DOCS.get((cls.__name__, key), "see gigpo_lab/study/spec.py")
+    """The field's ``#:`` comment (configdoc's reader, the same one CONFIG.md's meanings come from)."""
+    from gigpo_lab.configdoc.collect import schema_docs
+
+    return schema_docs(cls).get(key, "see gigpo_lab/study/spec.py")
 
 
 def _typed(where: str, value: Any, kind: type | tuple) -> Any:
@@ -415,23 +423,3 @@ def load_spec(name_or_path: str) -> LoadedSpec:
         at = f" at line {mark.line + 1}" if mark else ""
         raise SpecError(f"{path}: not valid YAML{at}; fix the syntax there") from None
     return LoadedSpec(parse_spec(raw, where=path.stem), path, raw, spec_hash(raw))
-
-
-def _field_docs() -> dict[tuple[str, str], str]:
-    """Each field's ``#:`` comment, read from this file: the one place a key is documented."""
-    import ast
-
-    tree = ast.parse(Path(__file__).read_text())
-    lines = Path(__file__).read_text().splitlines()
-    docs = {}
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-                    comment = lines[item.lineno - 2].strip()
-                    if comment.startswith("#:"):
-                        docs[(node.name, item.target.id)] = comment[2:].strip()
-    return docs
-
-
-_FIELD_DOCS = _field_docs()
