@@ -82,9 +82,9 @@ def test_schema_and_constructor_agree_on_keys_and_defaults(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_schema_field_is_documented(name):
-    from gigpo_lab.configdoc.collect import _schema_docs
+    from gigpo_lab.configdoc.collect import schema_docs
 
-    docs = _schema_docs(SCHEMAS[f"estimator/{name}"])
+    docs = schema_docs(SCHEMAS[f"estimator/{name}"])
     assert set(docs) == set(signature_defaults(name))
 
 

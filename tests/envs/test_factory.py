@@ -75,7 +75,7 @@ def test_env_schemas_document_and_match_the_env_keywords(schema, env_class):
     import inspect
 
     from gigpo_lab.config_paths import all_schemas
-    from gigpo_lab.configdoc.collect import _schema_docs
+    from gigpo_lab.configdoc.collect import schema_docs
     from gigpo_lab.envs.schema import EnvConfig
 
     cls = all_schemas()[f"env/{schema}"]
@@ -92,7 +92,7 @@ def test_env_schemas_document_and_match_the_env_keywords(schema, env_class):
     assert {k: list(v) if isinstance(v, tuple) else v for k, v in expected.items()} == {
         k: None if v == {} else v for k, v in own.items()
     }
-    docs = _schema_docs(cls)
+    docs = schema_docs(cls)
     assert all(docs.get(f.name) for f in dataclasses.fields(cls) if f.name != "_convert_"), docs
 
 
