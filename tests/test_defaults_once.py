@@ -32,7 +32,10 @@ UNRELATED = {
 
 
 def _literal(node: ast.expr | None) -> bool:
-    """Whether ``node`` is a literal scalar other than None (``-0.1`` included)."""
+    """Whether ``node`` is a literal scalar other than None (``-0.1`` included), or ``param(<literal>, ...)``
+    (a bounded field, ``gigpo_lab.algorithm.settings.param``)."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "param" and node.args:
+        node = node.args[0]
     try:
         value = ast.literal_eval(node) if node is not None else None
     except ValueError:
@@ -87,6 +90,8 @@ def test_the_finder_sees_a_default_written_twice(tmp_path, monkeypatch):
     assert (
         "eval_episodes" in fields and "size" not in fields
     )  # the rollout schema writes it; FrozenLake reads it
-    (tmp_path / "fake.py").write_text("def f(eval_episodes=16, seed=None, *, step_reward=-0.1, x=max):\n    pass\n")
+    (tmp_path / "fake.py").write_text(
+        "def f(eval_episodes=16, seed=None, *, step_reward=-0.1, x=max):\n    pass\n"
+    )
     monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path)
     assert literal_parameters() == [("fake.py", "f", "eval_episodes"), ("fake.py", "f", "step_reward")]

@@ -274,7 +274,9 @@ class CountBonus(Configured):
         self.collections = int(state.get("collections", 0))
 
 
-def intrinsic_advantages(bonus: torch.Tensor, batch: StepBatch, gamma: float = 0.95) -> torch.Tensor:
+def intrinsic_advantages(
+    bonus: torch.Tensor, batch: StepBatch, gamma: float = CountBonusConfig.gamma
+) -> torch.Tensor:
     """The intrinsic stream A_int (module docstring): each row's discounted bonus-to-go within its trajectory,
     whitened over the whole batch (unbiased std, eps 1e-6; a batch of one row gives 0).
 

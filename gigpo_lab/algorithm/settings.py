@@ -17,6 +17,10 @@ per field (``self.step_advantage_weight``); ``check`` adds the rules that tie se
 class, ``build_estimator``/``compute_advantages`` and Hydra's ``instantiate`` all take the same keywords with
 the same defaults, and a refusal is a ``ParamError`` naming the parameter and what it allows, which
 ``build_checked`` turns into a one-line ``ConfigError`` naming the config key before a run starts.
+
+The config groups that configure no such object (``trainer``, ``rollout``, ``env``) declare their intervals
+with ``param`` too; ``validate_config`` checks them with ``check_bounds`` and ``gigpo-lab docs`` shows them
+(``bounded_fields``), so each bound is written once, on its field.
 """
 
 from __future__ import annotations
@@ -79,6 +83,13 @@ class ParamTypeError(ParamError, TypeError):
 # --- one check per kind of value: every error names the owner, the parameter and what is allowed -----------
 
 
+def allowed_values(kind: type, interval: Interval) -> str:
+    """What a number field allows, in words: ``an integer >= 1``, ``a real number in (0.0, 1.0]``."""
+    if kind is int:
+        return "an integer" if interval.low is None else f"an integer >= {interval.low:g}"
+    return f"a real number in {interval}"
+
+
 def check_choice(owner: str, key: str, value: object, allowed: Sequence[str]) -> str:
     """``value`` (a str or a str-valued Enum, as Hydra passes schema enums) if it is one of ``allowed``."""
     if isinstance(value, enum.Enum):
@@ -95,7 +106,7 @@ def check_choice(owner: str, key: str, value: object, allowed: Sequence[str]) ->
 
 def check_real(owner: str, key: str, value: object, interval: Interval = Interval()) -> float:
     """``value`` as a float if it is a finite number in ``interval``; the error states the interval."""
-    allowed = f"a real number in {interval}"
+    allowed = allowed_values(float, interval)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ParamTypeError(f"{_where(owner)}{key} must be {allowed}, got {value!r}", key, value, allowed)
     if not interval.holds(float(value)):
@@ -105,7 +116,7 @@ def check_real(owner: str, key: str, value: object, interval: Interval = Interva
 
 def check_int(owner: str, key: str, value: object, interval: Interval = Interval()) -> int:
     """``value`` if it is an int (not a bool) at least ``interval.low``."""
-    allowed = "an integer" if interval.low is None else f"an integer >= {interval.low:g}"
+    allowed = allowed_values(int, interval)
     if isinstance(value, bool) or not isinstance(value, int) or not interval.holds(value):
         error = ParamError if isinstance(value, int) and not isinstance(value, bool) else ParamTypeError
         raise error(f"{_where(owner)}{key} must be {allowed}, got {value!r}", key, value, allowed)
@@ -150,6 +161,21 @@ def schema_fields(schema: type) -> tuple[tuple[dataclasses.Field, Any, bool], ..
     return tuple(out)
 
 
+def bounded_fields(schema: type) -> tuple[tuple[str, Any, bool, Interval], ...]:
+    """(name, type, whether None is allowed, interval) of every field of ``schema`` that ``param`` bounds."""
+    return tuple(
+        (f.name, kind, optional, f.metadata["interval"])
+        for f, kind, optional in schema_fields(schema)
+        if "interval" in f.metadata
+    )
+
+
+def bound(schema: type, name: str) -> Interval:
+    """The interval that ``param`` declares for the field ``name`` of ``schema`` (for a library function that
+    takes that field's value as an argument and checks it as the config does)."""
+    return next(interval for field, _, _, interval in bounded_fields(schema) if field == name)
+
+
 def param_names(schema: type) -> tuple[str, ...]:
     """The parameter names ``schema`` declares, in order."""
     return tuple(f.name for f, _, _ in schema_fields(schema))
@@ -169,16 +195,23 @@ def check_params(owner: str, schema: type, given: Mapping[str, object]) -> dict[
         raise TypeError(f"{_where(owner)}unknown parameter(s) {unknown}; valid parameters: {list(names)}")
     out: dict[str, object] = {}
     for f, kind, optional in schema_fields(schema):
-        value = given.get(f.name, f.default)
-        if value is None and optional:
-            out[f.name] = None
-        elif isinstance(kind, type) and issubclass(kind, enum.Enum):
-            out[f.name] = check_choice(owner, f.name, value, [m.value for m in kind])
-        else:
-            out[f.name] = CHECKS.get(kind, _as_is)(
-                owner, f.name, value, f.metadata.get("interval", Interval())
-            )
+        out[f.name] = check_value(owner, f, kind, optional, given.get(f.name, f.default))
     return out
+
+
+def check_value(owner: str, f: dataclasses.Field, kind: Any, optional: bool, value: object) -> object:
+    """``value`` checked against its field ``f`` (of type ``kind``): a choice, a number in the field's
+    interval, a bool; None where the field is optional (then a refusal's ``allowed`` says ``or null``)."""
+    if value is None and optional:
+        return None
+    try:
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            return check_choice(owner, f.name, value, [m.value for m in kind])
+        return CHECKS.get(kind, _as_is)(owner, f.name, value, f.metadata.get("interval", Interval()))
+    except ParamError as err:
+        if optional:
+            err.allowed = f"{err.allowed}, or null"
+        raise
 
 
 def _as_is(owner: str, key: str, value: object, interval: Interval) -> object:
@@ -235,7 +268,26 @@ def build_checked(group: str, node: Mapping[str, object], target: type) -> objec
     try:
         return target(**params)
     except ParamError as err:
-        key = f"{group}.{err.key}"
-        raise ConfigError(f"{key}={err.value!r} is not allowed; set {key} to {err.allowed}") from None
+        raise refusal(group, err) from None
     except (TypeError, ValueError) as err:  # a rule across parameters: its message names the keys and the fix
         raise ConfigError(str(err)) from None
+
+
+def check_bounds(group: str, schema: type, node: Mapping[str, object]) -> None:
+    """Each value of ``node`` (a config node of ``schema``) that ``param`` bounds, checked against its field;
+    a refusal is the one-line ``ConfigError`` of ``build_checked``, naming ``<group>.<key>``. For the config
+    groups whose schema is not an object's (the trainer's, the rollout's, the env's)."""
+    fields = {f.name: (f, kind, optional) for f, kind, optional in schema_fields(schema)}
+    for name, _, _, _ in bounded_fields(schema):
+        try:
+            check_value(f"{group}.", *fields[name], node[name])
+        except ParamError as err:
+            raise refusal(group, err) from None
+
+
+def refusal(group: str, err: ParamError) -> Exception:
+    """The ``ConfigError`` of a refused parameter: ``<group>.<key>=<value> is not allowed; set it to ...``."""
+    from gigpo_lab.errors import ConfigError
+
+    key = f"{group}.{err.key}"
+    return ConfigError(f"{key}={err.value!r} is not allowed; set {key} to {err.allowed}")

@@ -4,7 +4,8 @@ Each option of a config group (``config_paths.config_groups``: the schemas store
 of ``conf/<group>/``) is read as ``compose_config([f"{group}={option}"])`` gives it (``options.OptionConfigs``,
 which composes the root once), so schemas, parents and defaults apply exactly as in a run; values are read unresolved (``${..temperature}`` stays as written). A key's
 **meaning** is its schema field's ``#:`` comment, the one place a key is documented, found through the schema
-type of the composed node (``OmegaConf.get_type``); **allowed** lists the field's Enum values. An option's
+type of the composed node (``OmegaConf.get_type``); **allowed** lists the field's Enum values, or the interval
+its ``param`` declares (``schema_bounds``). An option's
 description is its schema's docstring, or for an option file its leading comment block (what the file is for;
 a key's YAML comment is a "why" of that file and is never read). The run-level keys of ``conf/config.yaml``
 are documented by ``config_paths.RunKeys``. ``experiments/``, ``sweeps/`` and Hydra's own groups are
@@ -140,6 +141,26 @@ def schema_docs(cls: type | None, prefix: str = "") -> dict[str, str]:
     return docs
 
 
+def schema_bounds(cls: type | None, prefix: str = "") -> dict[str, str]:
+    """What each bounded field of a dataclass schema allows (``an integer >= 1``), by dotted key, read from the
+    interval its ``param`` declares; the fields of a nested dataclass field too."""
+    import typing
+
+    from gigpo_lab.algorithm.settings import allowed_values, bounded_fields
+
+    if not dataclasses.is_dataclass(cls):
+        return {}
+    out = {
+        prefix + name: allowed_values(kind, interval) + (", or null" if optional else "")
+        for name, kind, optional, interval in bounded_fields(cls)
+        if interval.low is not None or interval.high is not None  # param() alone: any finite number
+    }
+    for name, kind in typing.get_type_hints(cls).items():
+        if dataclasses.is_dataclass(kind) and not name.startswith("_"):
+            out.update(schema_bounds(kind, f"{prefix}{name}."))
+    return out
+
+
 def _node_type(cfg, full_key: str, node) -> str:
     """The type of a composed node: its schema type, else the type of its (resolved) value."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -233,10 +254,11 @@ def group_option(group: str, name: str, configs: OptionConfigs) -> Option:
         nodes = {f"{k}.": cfg._get_node(k) for k in tops}
     else:
         nodes = {"": cfg._get_node(group)}
-    docs, notes = {}, []
+    docs, bounds, notes = {}, {}, []
     for prefix, node in nodes.items():
         cls = OmegaConf.get_type(node)
         docs.update(schema_docs(cls, prefix))
+        bounds.update(schema_bounds(cls, prefix))
         if prefix == "":
             description = description or _doc(cls)
         notes.append(
@@ -269,7 +291,8 @@ def group_option(group: str, name: str, configs: OptionConfigs) -> Option:
             type_ = _node_type(cfg, full_key, child)
             choices = _enum_choices(child)
             default = "" if _holds_mappings(child) and value else flow(value)
-            rows.append(Row(key, type_, default, ", ".join(f"`{c}`" for c in choices or ()), meaning))
+            allowed = ", ".join(f"`{c}`" for c in choices) if choices else bounds.get(key, "")
+            rows.append(Row(key, type_, default, allowed, meaning))
     return Option(group, name, path, description, rows, notes)
 
 

@@ -20,8 +20,8 @@ composes without running it: append `--cfg job`.
 
 Columns: **type** comes from the typed schema (every config group has one). **default** is the option's
 value as Hydra composes it, unresolved (`${...}` is an interpolation, `???` a required value). **allowed**
-lists the schema's enum values (a bad one fails at compose time); ranges and other rules are in the
-meaning. **meaning** is the schema field's `#:` comment: each key is documented once, there. An option
+lists the schema's enum values (a bad one fails at compose time) or a number's interval (a value outside it
+is refused before a run starts); the rules that tie keys together are in the meaning. **meaning** is the schema field's `#:` comment: each key is documented once, there. An option
 without a file is its schema itself; an option file sets only what differs from its schema or parent.
 Experiments, sweeps and Hydra's own groups have no schema and are listed as written.
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
+from gigpo_lab.algorithm.settings import param
 from gigpo_lab.choices import default_of
 from gigpo_lab.envs.factory import make_env
 
@@ -30,8 +31,8 @@ class EnvConfig:
     #: Registered gymnasium id of the env; an id outside the gigpo_lab namespace goes through the
     #: gym_discrete adapter; "module:Id-v0" imports module first.
     id: str = MISSING
-    #: Turns per episode, valid and invalid alike; the turn that reaches it is truncated. Any int >= 1.
-    max_turns: int = MISSING
+    #: Turns per episode, valid and invalid alike; the turn that reaches it is truncated.
+    max_turns: int = param(MISSING, low=1)
     #: Regex with one capture group that extracts the action from the model's text (IGNORECASE, DOTALL;
     #: the last match wins). A bare response equal to an admissible action is accepted too.
     action_pattern: str = default_of(make_env, "action_pattern")

@@ -25,10 +25,11 @@ import gymnasium as gym
 import torch
 
 from gigpo_lab.algorithm.diagnostics import revisit_rate
+from gigpo_lab.algorithm.settings import bound, check_real
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.rollout.episodes import EnvError, Turn, run_episodes, stack_turns
-from gigpo_lab.rollout.schema import RolloutConfig  # the default share of failed trajectories, written there
+from gigpo_lab.rollout.schema import RolloutConfig  # the share of failed trajectories: its default and bound
 
 #: Trajectories copied into ``extras["samples"]`` (the first of each of the first groups).
 SAMPLE_TRAJECTORIES = 2
@@ -54,8 +55,9 @@ class Collector:
             evaluation episode (envs are kept and reused).
         policy: builds the prompts. engine: samples the responses (``generate``).
         groups: B. group_size: G.
-        max_env_error_rate: in [0, 1]; the share of trajectories per call whose env may raise (they are
-            dropped); above it the call raises ``EnvFailure``. 0 stops at the first env error.
+        max_env_error_rate: the share of trajectories per call whose env may raise (they are dropped); above
+            it the call raises ``EnvFailure``. 0 stops at the first env error. Default and bound: the
+            rollout schema's field.
     """
 
     def __init__(
@@ -70,8 +72,9 @@ class Collector:
     ):
         if groups < 1 or group_size < 1:
             raise ValueError(f"groups={groups} and group_size={group_size} must both be >= 1")
-        if not 0.0 <= max_env_error_rate <= 1.0:
-            raise ValueError(f"max_env_error_rate={max_env_error_rate} must lie in [0, 1]")
+        check_real(
+            "Collector", "max_env_error_rate", max_env_error_rate, bound(RolloutConfig, "max_env_error_rate")
+        )
         self.env_fn, self.policy, self.engine = env_fn, policy, engine
         self.groups, self.group_size = groups, group_size
         self.max_env_error_rate = max_env_error_rate

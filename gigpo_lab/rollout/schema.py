@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from gigpo_lab.algorithm.settings import param
 from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.policy.settings import DTYPES
 from gigpo_lab.rollout.torch_engine import AUTOCASTS, PREFILLS, build_torch_engine
@@ -95,29 +96,30 @@ class RolloutConfig:
 
     #: The engine; the trainer calls instantiate(cfg.rollout.engine)(policy=policy).
     engine: Any = None
-    #: Sampling temperature, > 0; old log-probs are those of the tempered distribution.
-    temperature: float = default_of(build_torch_engine, "temperature")
-    #: Nucleus sampling mass in (0, 1]; 1.0 = off.
-    top_p: float = default_of(build_torch_engine, "top_p")
-    #: Tokens per response, an int >= 1; null = the policy's default (tiny 1, hf 32).
-    max_new_tokens: Optional[int] = default_of(build_torch_engine, "max_new_tokens")  # noqa: UP045
-    #: B: episode groups per iteration (per rank), one env seed each, >= 1.
-    groups: int = 8
-    #: G: envs per group, all reset with the group's seed; >= 2 for group baselines.
-    group_size: int = 8
-    #: Held-out episodes per evaluation, one env per seed (the same seeds at every evaluation), >= 1. 128
-    #: sampled episodes measure a success rate to within about +-0.09 (two std at 0.5).
-    eval_episodes: int = 128
+    #: Sampling temperature; old log-probs are those of the tempered distribution.
+    temperature: float = param(default_of(build_torch_engine, "temperature"), low=0.0, low_open=True)
+    #: Nucleus sampling mass; 1.0 = off.
+    top_p: float = param(default_of(build_torch_engine, "top_p"), low=0.0, high=1.0, low_open=True)
+    #: Tokens per response; null = the policy's default (tiny 1, hf 32).
+    max_new_tokens: Optional[int] = param(default_of(build_torch_engine, "max_new_tokens"), low=1)  # noqa: UP045
+    #: B: episode groups per iteration (per rank), one env seed each.
+    groups: int = param(8, low=1)
+    #: G: envs per group, all reset with the group's seed; every estimator's baseline is the rest of the
+    #: group, so a group of one has none.
+    group_size: int = param(8, low=2)
+    #: Held-out episodes per evaluation, one env per seed (the same seeds at every evaluation). 128 sampled
+    #: episodes measure a success rate to within about +-0.09 (two std at 0.5).
+    eval_episodes: int = param(128, low=1)
     #: Evaluate with argmax decoding; false (the default) = by sampling at eval_temperature, which gives a rate
     #: (greedy on a deterministic map is one bit); eval/success_rate is this evaluation's.
     eval_greedy: bool = False
-    #: Sampling temperature of a sampled evaluation, > 0; 0.4 is verl-agent's validation temperature.
-    eval_temperature: float = 0.4
+    #: Sampling temperature of a sampled evaluation; 0.4 is verl-agent's validation temperature.
+    eval_temperature: float = param(0.4, low=0.0, low_open=True)
     #: Greedy episodes played beside a sampled evaluation, logged as eval/greedy_success_rate; 0 = none.
-    eval_greedy_episodes: int = 16
-    #: In [0, 1]. An env that raises in step loses its trajectory (dropped, counted in rollout/env_errors);
-    #: above this share of an iteration's trajectories the run stops with the traceback. 0 = stop at the first.
-    max_env_error_rate: float = 0.05
+    eval_greedy_episodes: int = param(16, low=0)
+    #: An env that raises in step loses its trajectory (dropped, counted in rollout/env_errors); above this
+    #: share of an iteration's trajectories the run stops with the traceback. 0 = stop at the first.
+    max_env_error_rate: float = param(0.05, low=0.0, high=1.0)
 
 
 @dataclass

@@ -2,20 +2,23 @@
 
 The estimator, the exploration bonus and the group filter are built here (``COMPONENTS``): each checks its
 own parameters against its schema (``gigpo_lab.algorithm.settings``), so a bad value of one of them is refused
-by its class, once. The checks below are the rest: the other groups' values and the rules that span several
-groups. Each refusal is a ``ConfigError`` (``gigpo_lab.errors``) of one sentence that names the key, the value
-and the fix. Cheap to import (no torch), so it is testable without building a run.
+by its class, once. Every other group's bounded values (``trainer``, ``rollout``, ``env``: a schema field
+declared with ``param(default, low=...)``) are checked against their field (``check_bounds``), so a bound is
+written once, on the field. The checks below are the rest: the rules that span several keys or groups.
+Each refusal is a ``ConfigError`` (``gigpo_lab.errors``) of one sentence that names the key, the value and
+the fix. Cheap to import (no torch), so it is testable without building a run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from gigpo_lab.algorithm.settings import build_checked
+from gigpo_lab.algorithm.settings import build_checked, check_bounds
 from gigpo_lab.config_paths import hydra_choices
 from gigpo_lab.errors import ConfigError
 
@@ -46,21 +49,10 @@ def validate_config(cfg: DictConfig) -> None:
         raise ConfigError(f"{key} is required{where} and has no default; add {key}=<value> to the command")
     for group in COMPONENTS:  # each refuses its own bad values, naming the key (gigpo_lab.algorithm.settings)
         build_checked(group, cfg[group], get_class(cfg[group]._target_))
+    for group in cfg:
+        if group not in COMPONENTS and group != "hydra" and _holds_keys(cfg, group):
+            check_schema_bounds(str(group), cfg[group])
     checks = []
-    for key, minimum in (
-        ("trainer.iterations", 1),
-        ("trainer.ppo_epochs", 1),
-        ("trainer.checkpoint_every", 1),
-        ("trainer.eval_every", 0),
-        ("trainer.sample_every", 0),
-        ("rollout.groups", 1),
-        ("rollout.group_size", 1),
-        ("rollout.eval_episodes", 1),
-        ("rollout.eval_greedy_episodes", 0),
-        ("env.max_turns", 1),
-    ):
-        value = OmegaConf.select(cfg, key)
-        checks.append((_is_int(value) and value >= minimum, f"{key}={value!r} must be an int >= {minimum}"))
     seed = OmegaConf.select(cfg, "seed")
     checks.append((_is_int(seed), f"seed={seed!r} must be an int"))
     lr = OmegaConf.select(cfg, "trainer.optimizer.lr")
@@ -71,18 +63,6 @@ def validate_config(cfg: DictConfig) -> None:
                 f"trainer.optimizer.lr={lr!r} must be a number >= 0 (0 = frozen)",
             )
         )
-    clip = cfg.trainer.reward_clip  # a float or None (trainer schema)
-    checks.append(
-        (
-            clip is None or 0 < clip < math.inf,
-            f"trainer.reward_clip={clip!r} must be a number > 0 (the rewards are clipped to [-c, c]), or null for "
-            "the env's rewards unclipped",
-        )
-    )
-    tau = cfg.rollout.eval_temperature  # a float (rollout schema)
-    checks.append((0 < tau < math.inf, f"rollout.eval_temperature={tau!r} must be a number > 0"))
-    rate = cfg.rollout.max_env_error_rate  # a float (rollout schema)
-    checks.append((0 <= rate <= 1, f"rollout.max_env_error_rate={rate!r} must lie in [0, 1]"))
     checks.extend(_no_repeat_checks(cfg))
     from gigpo_lab.policy.schema import (
         TinyConfig,  # loaded by the compose already; torch stays out of imports
@@ -98,21 +78,12 @@ def validate_config(cfg: DictConfig) -> None:
             "recompute without the tree; set model.gradient_checkpointing=false or trainer.shared_prefix=false",
         )
     )
-    tokens = cfg.trainer.shared_prefix_tokens  # an int or None (trainer schema)
+    tokens = cfg.trainer.shared_prefix_tokens  # None or an int >= 0 (its schema bound)
     checks.append(
         (
-            tokens is None or tokens == 0 or (tokens > 0 and shared),
+            not tokens or shared,
             f"trainer.shared_prefix_tokens={tokens} bounds the packed chunks of trainer.shared_prefix=true; set "
             "trainer.shared_prefix=true (and a positive budget), or trainer.shared_prefix_tokens=null",
-        )
-    )
-    # every estimator here normalises within a group: a group of one has no baseline
-    group_size = cfg.rollout.group_size  # an int (rollout schema)
-    checks.append(
-        (
-            group_size < 1 or group_size >= 2,
-            f"rollout.group_size={group_size}: group baselines need >= 2 trajectories per group; "
-            "set rollout.group_size=2 or more",
         )
     )
     share = OmegaConf.select(cfg, "group_filter.share")  # group_filter=top_std, in (0, 1] (TopStd checked it)
@@ -135,6 +106,22 @@ def validate_config(cfg: DictConfig) -> None:
         from gigpo_lab.envs.textworld_games import check_env_config
 
         check_env_config(cfg.env)
+
+
+def check_schema_bounds(key: str, node: DictConfig) -> None:
+    """The bounded values of ``node`` (config key ``key``) and of the nodes below it, each against the schema
+    field that declares its bound (``param``); an untyped node has none."""
+    schema = OmegaConf.get_type(node)
+    if dataclasses.is_dataclass(schema):
+        check_bounds(key, schema, node)
+    for child in node:
+        if _holds_keys(node, child):
+            check_schema_bounds(f"{key}.{child}", node[child])
+
+
+def _holds_keys(node: DictConfig, key) -> bool:
+    """Whether ``node[key]`` is a mapping, read without resolving an interpolation (Hydra's need a run)."""
+    return not OmegaConf.is_interpolation(node, key) and isinstance(node[key], DictConfig)
 
 
 def _no_repeat_checks(cfg: DictConfig) -> list[tuple[bool, str]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from gigpo_lab.algorithm.settings import param
 from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.training.runtime import LightningRuntime
 
@@ -39,12 +40,12 @@ class TrainerConfig:
 
     _target_: str = "gigpo_lab.training.schema.TrainerConfig"
 
-    #: Training iterations (each: one rollout + ppo_epochs passes); Lightning's max_epochs. An int >= 1.
-    iterations: int = 40
+    #: Training iterations (each: one rollout + ppo_epochs passes); Lightning's max_epochs.
+    iterations: int = param(40, low=1)
     #: Stop after the iteration that reaches this many training env steps; null = no limit.
     max_env_steps: Optional[int] = None  # noqa: UP045 (OmegaConf reads typing.Optional)
-    #: K: passes over each iteration's rows, each a fresh shuffle; >= 1.
-    ppo_epochs: int = 2
+    #: K: passes over each iteration's rows, each a fresh shuffle.
+    ppo_epochs: int = param(2, low=1)
     #: Rows per optimizer step; <= 0 = all rows of the iteration in one step.
     minibatch_size: int = 128
     #: Rows per forward in old/ref scoring and per forward+backward in a step (each distinct row once; in a step
@@ -63,7 +64,7 @@ class TrainerConfig:
     #: responses) would exceed this many tokens, so that memory is bounded by tokens and rows that share more
     #: fit more to a chunk (micro_batch_size stays the row limit). null = the policy's choice: 1024 for the tiny
     #: policy (its dense attention grows with the square), none for the Hugging Face ones; 0 = rows only.
-    shared_prefix_tokens: Optional[int] = None  # noqa: UP045
+    shared_prefix_tokens: Optional[int] = param(None, low=0)  # noqa: UP045
     #: true = the PPO ratio's old log-probs are the torch engine's sampling log-probs (the same module at the
     #: same temperature; needs rollout.top_p=1), saving the scoring pass (and its rollout/entropy metric);
     #: false = rescore the rows after the rollout.
@@ -82,20 +83,20 @@ class TrainerConfig:
     #: env's own. 1.0 puts every env on one scale, that of the count bonus and the invalid penalty: on
     #: CliffWalking a -100 fall otherwise drowns the rarer success signal (docs/WHY_RUNS_FAIL.md); rewards in
     #: [-1, 1] (FrozenLake) are unchanged, bit for bit. null = the env's rewards as they are.
-    reward_clip: Optional[float] = 1.0  # noqa: UP045
+    reward_clip: Optional[float] = param(1.0, low=0.0, low_open=True)  # noqa: UP045
     #: Clip the global gradient norm to this before each optimizer step; null = no clipping. Part of the update
     #: rule (PPO's max_grad_norm), so it lives here and not under lightning.
     gradient_clip_val: Optional[float] = 1.0  # noqa: UP045
-    #: Save a checkpoint every N iterations (and always at the end); last.ckpt is the newest. N >= 1.
-    checkpoint_every: int = 5
+    #: Save a checkpoint every N iterations (and always at the end); last.ckpt is the newest.
+    checkpoint_every: int = param(5, low=1)
     #: true = keep every periodic checkpoint (iterNNNN.ckpt) beside last.ckpt; false = last.ckpt alone, still
     #: rewritten every checkpoint_every iterations (a light run: ``gigpo-lab study run``'s default). Not part of
     #: a sweep job's identity (resume).
     keep_checkpoints: bool = True
     #: Evaluate on held-out seeds every N iterations (and after the last); 0 = never.
-    eval_every: int = 5
+    eval_every: int = param(5, low=0)
     #: Write a JSONL sample of trajectories to MLflow every N iterations; 0 = never.
-    sample_every: int = 10
+    sample_every: int = param(10, low=0)
 
 
 @dataclass

@@ -77,10 +77,9 @@ MISTAKES = [
         "process cannot save or report; use lightning=ddp (Lightning relaunches the command once per device)",
     ),
     (
-        "incompatible combination",
+        "value out of its bound",
         ["rollout.group_size=1"],
-        P + "rollout.group_size=1: group baselines need >= 2 trajectories per group; "
-        "set rollout.group_size=2 or more",
+        P + "rollout.group_size=1 is not allowed; set rollout.group_size to an integer >= 2",
     ),
     (
         "override syntax",

@@ -72,14 +72,23 @@ BAD_VALUES = [
         "exploration.beta=-1",
         r"exploration.beta=-1.0 is not allowed; set exploration.beta to .* in \[0.0, inf\)",
     ),
-    ("rollout.group_size=0", r"rollout.group_size=0 must be an int >= 1"),
-    ("env.max_turns=-3", r"env.max_turns=-3 must be an int >= 1"),
-    ("trainer.iterations=0", r"trainer.iterations=0 must be an int >= 1"),
-    ("trainer.checkpoint_every=0", r"trainer.checkpoint_every=0 must be an int >= 1"),
+    (
+        "rollout.group_size=0",
+        r"rollout.group_size=0 is not allowed; set rollout.group_size to an integer >= 2",
+    ),
+    ("env.max_turns=-3", r"env.max_turns=-3 is not allowed; set env.max_turns to an integer >= 1"),
+    (
+        "trainer.iterations=0",
+        r"trainer.iterations=0 is not allowed; set trainer.iterations to an integer >= 1",
+    ),
+    ("trainer.checkpoint_every=0", r"trainer.checkpoint_every=0 is not allowed; set .* to an integer >= 1"),
     ("trainer.optimizer.lr=-1e-3", r"trainer.optimizer.lr=-0.001 must be a number >= 0"),
-    ("rollout.max_env_error_rate=1.5", r"rollout.max_env_error_rate=1.5 must lie in \[0, 1\]"),
-    ("trainer.reward_clip=0", r"trainer.reward_clip=0.0 must be a number > 0 .*or null"),
-    ("trainer.reward_clip=-1", r"trainer.reward_clip=-1.0 must be a number > 0"),
+    (
+        "rollout.max_env_error_rate=1.5",
+        r"rollout.max_env_error_rate=1.5 is not allowed; set .* in \[0.0, 1.0\]",
+    ),
+    ("trainer.reward_clip=0", r"trainer.reward_clip=0.0 is not allowed; set .* in \(0.0, inf\), or null"),
+    ("trainer.reward_clip=-1", r"trainer.reward_clip=-1.0 is not allowed; set .* in \(0.0, inf\)"),
 ]
 
 
