@@ -23,9 +23,11 @@ is the full task.
 - **Anchor**: ``Room: <look around> Inventory: <inventory> Score: <score>``: the observation without the task,
   the feedback and the templates, plus the score (progress that the room does not show).
 - **Actions.** ``action_names`` is the command vocabulary of the run's variations: the valid commands at their
-  start, at every ``explore_every``-th state of each gold path and at its end, the gold commands, and the
+  start, in every room each gold path enters (with each inventory it brings), at its every ``explore_every``-th state and at its end, the gold commands, and the
   answers ``0``-``9`` to the simulator's "Ambiguous request" question (:mod:`gigpo_lab.envs.folds`). Every one is
-  admissible; the simulator judges it: a command it cannot parse ("No known action matches that input.") is an
+  admissible; a valid command outside the vocabulary
+  (an object the explored gold paths never picked up) is the wrapper's unparsed turn. The simulator judges the
+  rest: a command it cannot parse ("No known action matches that input.") is an
   invalid turn (``info["invalid"]``), the state unchanged, as ScienceWorld's own agents see it.
 - **Reward and success** as the library defines them: the score runs from 0 to 100 (the task's sub-goals), the
   reward is its change, success is a completed task (score 100); a failed task (a wrong object focused on) sets
@@ -121,7 +123,9 @@ class Simulator:
 
 
 def explore(sim: Simulator, variations: list[int], every: int) -> tuple[set[str], set[str]]:
-    """(commands, words) of the variations' gold paths (module doc, "Actions")."""
+    """(commands, words) of the variations' gold paths (module doc, "Actions"). A gold path is one of several
+    (find-living-thing's picks one of the animals at random), so the valid commands are read in every (room, inventory) it
+    reaches: they name every object there and in the inventory."""
     commands: set[str] = set(ANSWERS)
     texts: set[str] = set(sim.server.getPossibleActions())
     for variation in variations:
@@ -129,12 +133,15 @@ def explore(sim: Simulator, variations: list[int], every: int) -> tuple[set[str]
         gold = list(sim.server.getGoldActionSequence())
         texts.add(sim.server.getTaskDescription())
         where = f"{sim.task} variation {variation} (exploring)"
+        rooms: set[tuple[str, str]] = set()
         for k, command in enumerate(["look around", *gold]):
             state = sim.step(command, where)
             texts.update((state["feedback"], state["look"], state["inventory"]))
             commands.add(command)
-            if k % every == 0 or k == len(gold) or state["completed"]:
+            room = (state["look"].split(".")[0], state["inventory"])
+            if room not in rooms or k % every == 0 or k == len(gold) or state["completed"]:
                 commands.update(sim.server.getValidActionObjectCombinations())
+                rooms.add(room)
             if state["completed"]:
                 break
     commands = {c for c in commands if c and c == " ".join(c.split())}
