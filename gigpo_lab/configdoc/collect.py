@@ -161,6 +161,13 @@ def schema_bounds(cls: type | None, prefix: str = "") -> dict[str, str]:
     return out
 
 
+# private (omegaconf): a node's declared type and optionality (_metadata.ref_type, .optional), its raw value
+# unresolved (_value, _is_interpolation, _is_none, _is_missing) and a child node rather than its value
+# (_get_node) have no public reader; the public OmegaConf.* helpers resolve or convert the value, which a
+# reference of unresolved defaults cannot use. omegaconf is pinned to 2.3 (pyproject.toml);
+# tests/test_private_apis.py checks each of them.
+
+
 def _node_type(cfg, full_key: str, node) -> str:
     """The type of a composed node: its schema type, else the type of its (resolved) value."""
     from omegaconf import DictConfig, ListConfig, OmegaConf

@@ -162,6 +162,11 @@ def _register() -> None:
 def tree_attention(config) -> Iterator[None]:
     """Inside the block, the model of ``config`` (a ``PretrainedConfig``) runs ``tree_attention_forward``."""
     _register()
+    # private: the attention function a transformers model calls is read from its config's
+    # _attn_implementation at every forward, and the switch here must be a config's (this package knows no
+    # model class) and cheap enough to flip around each packed forward; the public
+    # PreTrainedModel.set_attn_implementation is a model's, and validates and walks every sub-config per call.
+    # transformers is pinned to the tested major (pyproject.toml); tests/test_private_apis.py checks the switch.
     before = config._attn_implementation
     config._attn_implementation = ATTENTION_NAME
     try:

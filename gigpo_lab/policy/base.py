@@ -156,7 +156,7 @@ class Policy(torch.nn.Module):
         """Whether ``add_value_head`` gave this policy its critic's head, the submodule ``value_head``: the
         trainer adds one only for an estimator that needs values, so every other run has exactly the
         parameters it always had."""
-        return self._modules.get("value_head") is not None
+        return "value_head" in dict(self.named_children())
 
     def add_value_head(self) -> torch.nn.Linear:
         """Give the policy a value head, a ``Linear(D, 1)`` in float32 with zero weights and bias (V = 0 at the

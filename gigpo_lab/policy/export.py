@@ -42,6 +42,8 @@ def export_hf(ckpt_path: str | Path, out_dir: str | Path, base_path: str | None 
     from gigpo_lab.policy.builders import build_hf_policy
 
     state = policy_state(ckpt_path)
+    # "_extra_state": the state-dict key under which torch stores Module.get_extra_state() (HFPolicy's build
+    # arguments); a torch constant with no public name, checked by tests/test_private_apis.py
     build_args = state.pop("_extra_state", None)
     if not isinstance(build_args, dict) or "path" not in build_args:
         raise ValueError(

@@ -103,11 +103,13 @@ def module_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
     for prefix, module in model.named_modules(remove_duplicate=False):
         head = f"{prefix}." if prefix else ""
-        for name, param in module._parameters.items():
-            if param is not None:
-                out[head + name] = param.detach()
-        for name, buf in module._buffers.items():
-            if buf is not None and name not in module._non_persistent_buffers_set:
+        for name, param in module.named_parameters(recurse=False, remove_duplicate=False):
+            out[head + name] = param.detach()
+        # private: torch has no public list of a module's non-persistent buffers (register_buffer(...,
+        # persistent=False), which state_dict leaves out); tests/test_private_apis.py checks it still means that
+        skipped = module._non_persistent_buffers_set
+        for name, buf in module.named_buffers(recurse=False, remove_duplicate=False):
+            if name not in skipped:
                 out[head + name] = buf.detach()
     return out
 

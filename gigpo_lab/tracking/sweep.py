@@ -293,6 +293,9 @@ class MlflowSweepCallback(Callback):
 def planned_jobs(config: DictConfig) -> int | None:
     """How many jobs Hydra's basic sweeper will launch for ``config`` (its ``params`` and the command's sweep
     overrides, expanded as it expands them); ``None`` for another sweeper (Optuna decides as it goes)."""
+    # private module: Hydra's own sweeper lives only in hydra._internal (its _target_ in Hydra's config names it
+    # there) and no public call expands a sweep; split_arguments is the very expansion it launches. hydra-core
+    # is pinned to 1.3 (pyproject.toml); tests/test_private_apis.py checks the count.
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 

@@ -91,6 +91,8 @@ def shard(module: torch.nn.Module, mesh) -> None:
     for model in (module.policy, getattr(module, "reference", None)):
         if not isinstance(model, torch.nn.Module) or isinstance(model, FSDPModule):
             continue
+        # transformers' _no_split_modules names a model's decoder layer classes (accelerate's device_map reads
+        # it too); no public attribute does. Pinned major (pyproject.toml); tests/test_private_apis.py
         layers = set(getattr(_hf_model(model), "_no_split_modules", None) or ())
         for sub in model.modules():
             if type(sub).__name__ in layers:

@@ -189,6 +189,8 @@ class RankFailures(L.Callback):
     @staticmethod
     def _children(trainer: L.Trainer):
         """(Lightning's child processes of this rank, the global rank of the first), or None."""
+        # the undocumented list of _SubprocessScriptLauncher, the one its observer watches (lightning pinned to
+        # 2.6 in pyproject.toml; tests/test_private_apis.py)
         procs = getattr(trainer.strategy.launcher, "procs", None)
         if not procs:
             return None
@@ -201,6 +203,9 @@ class RankFailures(L.Callback):
         found = self._children(trainer)
         if found is None:
             return
+        # private: Lightning gives no hook before its observer kills every rank, so its _terminate_all is wrapped
+        # on the instance, found by the list it watches (_child_processes); tests/test_private_apis.py checks
+        # that _run still calls the instance's _terminate_all when a child exits non-zero
         for thread in threading.enumerate():
             if isinstance(thread, _ChildProcessObserver) and thread._child_processes is found[0]:
                 kill_all = thread._terminate_all
