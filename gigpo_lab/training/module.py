@@ -36,6 +36,7 @@ from gigpo_lab.training.data import Iterations, shuffled_minibatches
 from gigpo_lab.training.distributed import across_ranks, check_world_size
 from gigpo_lab.training.evaluation import EvalCurve, run_evaluation
 from gigpo_lab.training.fsdp import ShardedStrategy, full_value, gathered, shard
+from gigpo_lab.training.grad_guard import GradientWatch, first_culprit_across_ranks
 from gigpo_lab.training.group_filtering import collect_filtered
 from gigpo_lab.training.passes import PolicyPasses
 from gigpo_lab.training.samples import sample_rows
@@ -132,6 +133,7 @@ class GiGPOModule(L.LightningModule):
         #: (step, metrics) pairs waiting for the tracking callback; ``samples`` JSONL text by iteration.
         self.pending_metrics: list[tuple[int, dict[str, float]]] = []
         self.pending_samples: list[tuple[int, list[dict]]] = []
+        self._grad_watch: GradientWatch | None = None  # on the first update (_gradient_watch)
         self._train_stats: defaultdict[str, list[float]] = defaultdict(list)
         self._iter_metrics: dict[str, float] = {}
         self._update_start = 0.0
@@ -281,11 +283,13 @@ class GiGPOModule(L.LightningModule):
         """One optimizer step per minibatch, in order; once a minibatch's ``approx_kl`` exceeds
         ``trainer.target_kl``, that step and the rest of the iteration's are not taken."""
         optimizer = self.optimizers()
+        watch = self._gradient_watch()
         steps = 0
         for i, mb in enumerate(minibatches):
             optimizer.zero_grad()  # micro-batches accumulate from zero, and a step not taken keeps none
+            watch.reset()
             with self.trainer.precision_plugin.train_step_context():  # autocast around the forward alone
-                loss, out = self.minibatch_loss(self._on_device(mb), self.manual_backward)
+                loss, out = self.minibatch_loss(self._on_device(mb), watch.counted(self.manual_backward))
             torch.clear_autocast_cache()  # the step below changes the weights its casts were cached from
             if not torch.isfinite(out.loss):
                 raise FloatingPointError(
@@ -298,13 +302,20 @@ class GiGPOModule(L.LightningModule):
             if self.loop.target_kl is not None and float(out.approx_kl) > self.loop.target_kl:
                 optimizer.zero_grad()  # micro-batches already back-propagated: no step on them
                 break
-            self.manual_backward(loss)
+            watch.counted(self.manual_backward)(loss)
             optimizer.step()  # on_before_optimizer_step: the guard and the clipping
             steps += 1
         # the means count every planned minibatch, a step not taken as 0 (train/steps_taken: their share)
         planned = len(minibatches)
         self._train_stats["train/steps_taken"] += [1.0] * steps + [0.0] * (planned - steps)
         self._train_stats["train/lr"] += [float(optimizer.param_groups[0]["lr"])] * planned
+
+    def _gradient_watch(self) -> GradientWatch:
+        """The hooks that name the first non-finite gradient (``training/grad_guard.py``), put on the policy's
+        parameters at the first update, after ``configure_model`` has sharded them under fsdp."""
+        if self._grad_watch is None:
+            self._grad_watch = GradientWatch(self.policy.named_parameters())
+        return self._grad_watch
 
     def _on_device(self, mb: StepBatch) -> StepBatch:
         """``mb`` with its tensors on the module's device (the CPU: unchanged)."""
@@ -327,10 +338,15 @@ class GiGPOModule(L.LightningModule):
             norm = full_value(torch.nn.utils.get_total_norm(grads))  # over every rank's shard under fsdp
             scaled = getattr(self.trainer.precision_plugin, "scaler", None) is not None  # skips such steps
             if not scaled and not torch.isfinite(norm):  # before the step writes it into the weights
+                culprit = first_culprit_across_ranks(
+                    self._gradient_watch().first_non_finite(self.policy.named_parameters()),
+                    self.trainer.strategy,
+                )
                 raise FloatingPointError(
-                    f"the gradient norm is {float(norm)} at iteration {self.current_epoch} with a finite loss: a "
-                    "non-finite gradient in the backward pass; the checkpoint before this iteration is kept (on a "
-                    "GPU in bf16-mixed, try lightning.precision=32-true to tell a precision problem from a bug)"
+                    f"the gradient norm is {float(norm)} at iteration {self.current_epoch} with a finite loss: the "
+                    f"first non-finite gradient of the backward pass is {culprit}; the checkpoint before this "
+                    "iteration is kept (on a GPU in bf16-mixed, try lightning.precision=32-true to tell a precision "
+                    "problem from a bug)"
                 )
             self._train_stats["train/grad_norm"].append(float(norm))
         if self.loop.gradient_clip_val is not None:

@@ -18,6 +18,7 @@ from gigpo_lab.algorithm.loss import LossOutput, PolicyLoss
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.packing.distinct_rows import distinct_rows_logprobs, score_unique_rows
 from gigpo_lab.packing.microbatch import chunked_logprobs, microbatched_loss
+from gigpo_lab.training.attention_backends import update_attention
 from gigpo_lab.training.critic import critic_loss
 from gigpo_lab.training.schema import TrainerConfig
 
@@ -105,8 +106,15 @@ class PolicyPasses:
 
         On the chunked path every chunk but the last is back-propagated here by ``backward`` (one 0-dim loss ->
         None), and the returned loss is the last chunk's; otherwise the returned loss is the whole minibatch's
-        and ``backward`` is not called. ``iteration`` names a non-finite value loss.
+        and ``backward`` is not called. ``iteration`` names a non-finite value loss. The forward passes run
+        without cuDNN's attention kernel, whose backward can return NaN (``attention_backends.py``).
         """
+        with update_attention():
+            return self._minibatch_loss(mb, backward, device, iteration)
+
+    def _minibatch_loss(
+        self, mb: StepBatch, backward, device, iteration: int
+    ) -> tuple[torch.Tensor, LossOutput]:
         if self.chunked:
             loss, out = microbatched_loss(
                 self.policy,

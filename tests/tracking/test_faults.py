@@ -321,15 +321,15 @@ def test_import_metrics_sends_a_fallback_file_once(tmp_path, empty_mlflow_store)
 def test_a_non_finite_gradient_with_a_finite_loss_stops_before_the_step(tiny_overrides, tmp_path):
     """A backward pass that yields a NaN gradient while the loss is finite (seen on the H200: a 0.5 B model in
     bf16-mixed, experiments/results/gpu/README.md): the run stops at that iteration, before the optimizer
-    writes NaN into the weights, instead of one iteration later on a NaN loss. A hook on one weight makes its
-    gradient NaN, in a real Trainer fit."""
+    writes NaN into the weights, instead of one iteration later on a NaN loss, and the error names the parameter
+    (training/grad_guard.py). A hook on one weight makes its gradient NaN, in a real Trainer fit."""
     import lightning as L
 
     from gigpo_lab.train import build
 
     cfg = compose_config([*tiny_overrides, MOVES_AT_ONCE])
     module = build(cfg)
-    weight = next(p for p in module.policy.parameters() if p.requires_grad)
+    name, weight = next((n, p) for n, p in module.policy.named_parameters() if p.requires_grad)
     weight.register_hook(lambda g: torch.full_like(g, float("nan")))
     before = [p.detach().clone() for p in module.policy.parameters()]
     trainer = L.Trainer(
@@ -342,7 +342,8 @@ def test_a_non_finite_gradient_with_a_finite_loss_stops_before_the_step(tiny_ove
     )
     with pytest.raises(
         FloatingPointError, match=r"the gradient norm is nan at iteration 0 with a finite loss"
-    ):
+    ) as err:
         trainer.fit(module)
+    assert f"the first non-finite gradient of the backward pass is {name}'s (in backward call 1 " in str(err.value)
     after = list(module.policy.parameters())
     assert all(torch.equal(a, b) for a, b in zip(after, before, strict=True))  # no step was taken
