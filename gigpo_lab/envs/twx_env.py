@@ -46,6 +46,7 @@ from typing import Any, Optional
 
 from gymnasium import spaces
 
+from gigpo_lab.algorithm.settings import param
 from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.envs import jvm
 from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, text_space, vocabulary_of
@@ -300,8 +301,15 @@ EvalFold = choice_enum("EvalFold", EVAL_FOLDS, __name__)
 class TextWorldExpressConfig(EnvConfig):
     """``gigpo_lab/TextWorldExpress-v0`` (``gigpo_lab.envs.twx_env.TextWorldExpressText``): TextWorldExpress
     (Jansen & Côté 2022, arXiv 2208.01174; textworld-express 1.1.0; pip install 'gigpo_lab[benchmarks]'; Java
-    >= 11), its train fold for training, dev (or test) for evaluation."""
+    >= 11), its train fold for training, dev (or test) for evaluation. As an option of its own (``env=textworld_express``)
+    it plays TWC at the library's default parameters; the presets twx_twc, twx_cookingworld and twx_coin set their games."""
 
+    #: Short env name used in run names and tags (stored as env.name; not an env kwarg).
+    name: str = "textworld_express"
+    #: The registered gymnasium id of the TextWorldExpress env.
+    id: str = "gigpo_lab/TextWorldExpress-v0"
+    #: Turns per episode, valid and invalid alike (the library's own default limit is 100).
+    max_turns: int = param(100, low=1)
     #: The game: twc (TextWorld Commonsense), cookingworld or coin (Coin Collector).
     game: Game = Game.twc
     #: The library's generation parameters, the difficulty: numLocations (1-11), includeDoors (0/1),
