@@ -11,9 +11,9 @@ the training numerics.
   log-probs. They must agree (up to float error) for the PPO ratio to start at 1.
 - ``CollapseCounter``: issue #12's collapse: once rollout success has passed 0.5, an iteration whose
   invalid-action rate is above 0.3.
-- ``revisit_rate``: the share of episodes that came back to a state they had already been in. For greedy
-  evaluation of a policy that sees only the current state (``history_window: 0``) in a deterministic env, a
-  revisit is a loop that lasts until ``max_turns``.
+- ``revisit_rate`` (``revisits``, per episode): the share of episodes that came back to a state they had
+  already been in. For greedy evaluation of a policy that sees only the current state (``history_window: 0``)
+  in a deterministic env, a revisit is a loop that lasts until ``max_turns``.
 """
 
 from __future__ import annotations
@@ -93,17 +93,28 @@ class CollapseCounter:
 
 
 def revisit_rate(episode: torch.Tensor, state_ids: torch.Tensor, episodes: int) -> float:
-    """The share of ``episodes`` that visited some state twice.
+    """The share of ``episodes`` that visited some state twice (the mean of ``revisits``; 0 with none).
+
+    Args:
+        episode: (M,) int64, the episode of each step row; state_ids: (M,) int64, the state before that step.
+    """
+    if episodes == 0:
+        return 0.0
+    return revisits(episode, state_ids, episodes).double().mean().item()
+
+
+def revisits(episode: torch.Tensor, state_ids: torch.Tensor, episodes: int) -> torch.Tensor:
+    """(episodes,) bool: which episodes visited some state twice (an episode without rows: False).
 
     Args:
         episode: (M,) int64, the episode of each step row; state_ids: (M,) int64, the state before that step.
     """
     import torch
 
-    if episodes == 0 or episode.numel() == 0:
-        return 0.0
+    if episode.numel() == 0:
+        return torch.zeros(episodes, dtype=torch.bool)
     pairs = episode * (int(state_ids.max()) + 1) + state_ids
     unique_pairs = torch.unique(pairs)
     distinct = torch.bincount(unique_pairs // (int(state_ids.max()) + 1), minlength=episodes)
     steps = torch.bincount(episode, minlength=episodes)
-    return (steps > distinct).double().mean().item()
+    return steps > distinct

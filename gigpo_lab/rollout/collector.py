@@ -24,11 +24,12 @@ from collections.abc import Callable, Sequence
 import gymnasium as gym
 import torch
 
-from gigpo_lab.algorithm.diagnostics import revisit_rate
+from gigpo_lab.algorithm.diagnostics import revisits
 from gigpo_lab.algorithm.settings import bound, check_real
 from gigpo_lab.batch import StepBatch
 from gigpo_lab.policy.base import Policy
 from gigpo_lab.rollout.episodes import EnvError, Turn, run_episodes, stack_turns
+from gigpo_lab.rollout.held_out import empty_table, episode_table, table_metrics
 from gigpo_lab.rollout.schema import RolloutConfig  # the share of failed trajectories: its default and bound
 
 #: Trajectories copied into ``extras["samples"]`` (the first of each of the first groups).
@@ -151,33 +152,46 @@ class Collector:
     def evaluate(
         self,
         seeds: Sequence[int],
-        generator: torch.Generator,
+        generator: torch.Generator | Sequence[torch.Generator] | None,
         greedy: bool = True,
         temperature: float | None = None,
     ) -> dict[str, float]:
         """One episode per seed (one env each), greedy by default, else sampled at ``temperature`` (None: the
-        engine's): eval/success_rate, eval/return, eval/length."""
+        engine's): the metrics of ``held_out`` (eval/success_rate, eval/return, eval/length, ...)."""
+        return table_metrics(self.held_out(seeds, generator, greedy, temperature))
+
+    def held_out(
+        self,
+        seeds: Sequence[int],
+        generator: torch.Generator | Sequence[torch.Generator] | None,
+        greedy: bool = True,
+        temperature: float | None = None,
+    ) -> torch.Tensor:
+        """Play one episode per seed (one env each; the envs are kept for the next call), greedy by default,
+        else sampled at ``temperature`` (None: the engine's) from ``generator``: one stream, or one per
+        episode (``run_episodes``).
+
+        Returns:
+            the (E, K) float64 table of the E = len(seeds) episodes, in the order of ``seeds``
+            (``gigpo_lab/rollout/held_out.py``); an env that raised leaves its episode marked failed.
+        """
+        if len(seeds) == 0:
+            return empty_table()
         while len(self.eval_envs) < len(seeds):
             self.eval_envs.append(self.env_fn())
         envs = self.eval_envs[: len(seeds)]
         turns, success, errors = run_episodes(
             envs, seeds, self.policy, self.engine, generator, greedy=greedy, temperature=temperature
         )
-        ok = ~self._handle_errors(errors, self.eval_envs, len(envs), "evaluation")
+        failed = self._handle_errors(errors, self.eval_envs, len(envs), "evaluation")
         env_index = torch.cat([t.env_index for t in turns])
         rewards = torch.cat([t.rewards for t in turns])
-        kept = ok[env_index]
+        kept = ~failed[env_index]
         returns = torch.zeros(len(envs)).index_add_(0, env_index[kept], rewards[kept])
         lengths = torch.bincount(env_index[kept], minlength=len(envs))
         states = intern_strings([a for t in turns for a in t.anchors])
-        return {
-            "eval/success_rate": success[ok].float().mean().item(),
-            # an episode that came back to a state: with greedy decoding of a memoryless policy, a loop
-            "eval/revisit_rate": revisit_rate(env_index[kept], states[kept], len(envs)),
-            "eval/return": returns[ok].mean().item(),
-            "eval/length": lengths[ok].float().mean().item(),
-            "eval/env_errors": float(len(errors)),
-        }
+        revisited = revisits(env_index[kept], states[kept], len(envs))
+        return episode_table(success & ~failed, returns, lengths, revisited, failed)
 
     def _handle_errors(
         self, errors: dict[int, EnvError], pool: list[gym.Env], count: int, phase: str

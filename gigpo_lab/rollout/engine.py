@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
+
+    #: ``generate``'s ``generator``: one generator the whole batch draws from (training rollouts); a sequence of
+    #: N, one per prompt row, each row drawing from its own alone (held-out evaluation: a row's tokens then do
+    #: not depend on the rows beside it); or None (the engine's own randomness).
+    Generators = torch.Generator | Sequence[torch.Generator] | None
 
 
 @dataclass
@@ -67,16 +73,31 @@ class Engine(Protocol):
         prompt_mask: torch.Tensor,
         *,
         greedy: bool = False,
-        generator: torch.Generator | None = None,
+        generator: Generators = None,
         temperature: float | None = None,
     ) -> GenerationOutput:
         """Sample one response per prompt. prompt_ids (N, P) int64 left-padded; prompt_mask (N, P) bool;
-        ``temperature`` (> 0) replaces ``sampling.temperature`` for this call (None: keep it)."""
+        ``generator``: one for the batch, or N, one per row (``row_generators``); ``temperature`` (> 0) replaces
+        ``sampling.temperature`` for this call (None: keep it)."""
         ...
 
     def sync_weights(self, policy) -> None:
         """Make the engine sample from ``policy``'s current weights."""
         ...
+
+
+def row_generators(generator: Generators, rows: int) -> list[torch.Generator] | None:
+    """The per-row generators of a ``generate`` call over ``rows`` prompts: ``generator`` as a list of ``rows``
+    when it is a sequence, None when it is one generator (or None) for the whole batch.
+
+    Raises:
+        ValueError: a sequence whose length is not ``rows``.
+    """
+    if generator is None or not isinstance(generator, Sequence):
+        return None
+    if len(generator) != rows:
+        raise ValueError(f"generate got {len(generator)} generators for {rows} prompts: one per row, or one")
+    return list(generator)
 
 
 # Optional: ``session()``, a context manager the collector enters around all the ``generate`` calls of one

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from gigpo_lab.packing.padding import left_pad
 from gigpo_lab.policy.base import Policy
+from gigpo_lab.rollout.engine import row_generators
 
 #: A guard against envs that never end (make_env's ``max_turns`` normally ends every episode far sooner).
 MAX_EPISODE_STEPS = 10_000
@@ -97,7 +98,7 @@ def run_episodes(
     seeds: Sequence[int],
     policy: Policy,
     engine,
-    generator: torch.Generator | None,
+    generator: torch.Generator | Sequence[torch.Generator] | None,
     greedy: bool = False,
     temperature: float | None = None,
 ) -> tuple[list[Turn], torch.Tensor, dict[int, EnvError]]:
@@ -114,12 +115,14 @@ def play_episodes(
     seeds: Sequence[int],
     policy: Policy,
     engine,
-    generator: torch.Generator | None,
+    generator: torch.Generator | Sequence[torch.Generator] | None,
     greedy: bool = False,
     temperature: float | None = None,
 ) -> tuple[list[Turn], torch.Tensor, dict[int, EnvError]]:
     """Reset ``envs[i]`` with ``seeds[i]`` and play every episode to termination or truncation, by argmax
-    (``greedy``) or sampling at ``temperature`` (None: the engine's own).
+    (``greedy``) or sampling at ``temperature`` (None: the engine's own). ``generator``: one stream every turn's
+    batch draws from, or ``len(envs)`` streams, episode i's tokens drawn from the i-th alone (each turn hands the
+    engine those of its active envs), so an episode plays the same whichever episodes it is played beside.
 
     Returns:
         the turns in order; success (len(envs),) bool: ``info["success"]`` after each env's last step; and
@@ -129,6 +132,7 @@ def play_episodes(
     Raises:
         FloatingPointError: an env returned a NaN or infinite reward (names the env, seed and step).
     """
+    own = row_generators(generator, len(envs))
     observations, anchors = [], []
     for env, seed in zip(envs, seeds, strict=True):
         obs, info = env.reset(seed=int(seed))
@@ -145,7 +149,8 @@ def play_episodes(
             return turns, success, errors
         prompts = [policy.build_prompt(observations[i], anchors[i], history[i]) for i in active]
         prompt_ids, prompt_mask = left_pad(prompts, pad_id)
-        out = engine.generate(prompt_ids, prompt_mask, **_decoding(greedy, temperature), generator=generator)
+        streams = generator if own is None else [own[i] for i in active]
+        out = engine.generate(prompt_ids, prompt_mask, **_decoding(greedy, temperature), generator=streams)
         rewards, invalid, cut, turn_anchors, turn_obs, still_active = [], [], [], [], [], []
         next_anchors = []
         for i, text in zip(active, out.texts, strict=True):

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-from gigpo_lab.rollout.engine import GenerationOutput, SamplingParams
+from gigpo_lab.rollout.engine import GenerationOutput, SamplingParams, row_generators
 
 if TYPE_CHECKING:
     from gigpo_lab.policy.base import Policy
+    from gigpo_lab.rollout.engine import Generators
 
 
 def plain_prefill(
@@ -61,16 +62,23 @@ def sampling_log_probs(logits: torch.Tensor, temperature: float, top_p: float) -
     return F.log_softmax(scaled, dim=-1)
 
 
-def sample_tokens(log_dist: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+def sample_tokens(
+    log_dist: torch.Tensor, generator: torch.Generator | list[torch.Generator] | None
+) -> torch.Tensor:
     """One token id per row (N,) int64 drawn from exp(log_dist) (N, V) by inverse-CDF sampling.
 
-    Draws N uniforms from ``generator`` (on the generator's own device), so results depend only on its seed.
+    Draws N uniforms from ``generator`` (on the generator's own device), so results depend only on its seed; or,
+    given a list of N generators, row k's uniform from the k-th alone, so a row's token does not depend on the
+    other rows.
     """
     import torch
 
     cdf = log_dist.exp().cumsum(-1)
-    rand_device = generator.device if generator is not None else cdf.device
-    u = torch.rand(cdf.shape[0], 1, generator=generator, device=rand_device).to(cdf.device)
+    if isinstance(generator, list):
+        u = torch.cat([torch.rand(1, 1, generator=g, device=g.device).to(cdf.device) for g in generator])
+    else:
+        rand_device = generator.device if generator is not None else cdf.device
+        u = torch.rand(cdf.shape[0], 1, generator=generator, device=rand_device).to(cdf.device)
     u = u.clamp(min=1e-12) * cdf[:, -1:]
     return (cdf < u).sum(-1).clamp(max=cdf.shape[1] - 1)
 
@@ -143,7 +151,7 @@ class TorchEngine:
         prompt_mask: torch.Tensor,
         *,
         greedy: bool = False,
-        generator: torch.Generator | None = None,
+        generator: Generators = None,
         temperature: float | None = None,
     ) -> GenerationOutput:
         """Sample one response per prompt (greedy if ``greedy`` or ``sampling.greedy``), at ``temperature``
@@ -153,7 +161,8 @@ class TorchEngine:
 
         Args:
             prompt_ids: (N, P) int64, left-padded. prompt_mask: (N, P) bool.
-            generator: the RNG of the sampling (its device may differ from the model's).
+            generator: the RNG of the sampling (its device may differ from the model's): one for the batch, or
+                N, one per row (``engine.row_generators``), each row's tokens drawn from its own.
         Returns:
             ``GenerationOutput`` with (N, R) tensors on the prompts' device, R <= max_new_tokens.
         """
@@ -170,12 +179,13 @@ class TorchEngine:
         prompt_ids: torch.Tensor,
         prompt_mask: torch.Tensor,
         greedy: bool,
-        generator: torch.Generator | None,
+        generator: Generators,
         temperature: float | None,
     ) -> GenerationOutput:
         import torch
 
         policy, sampling = self.policy, self.sampling
+        own = row_generators(generator, prompt_ids.shape[0])  # per row: follows its row out of the batch
         greedy = greedy or sampling.greedy
         tau = sampling.temperature if temperature is None else temperature
         out_device, device = prompt_ids.device, policy.device
@@ -193,7 +203,7 @@ class TorchEngine:
             rows = torch.arange(n, device=device)  # batch row -> output row
             for step in range(budget):
                 log_dist = sampling_log_probs(logits, tau, sampling.top_p)
-                token = log_dist.argmax(-1) if greedy else sample_tokens(log_dist, generator)
+                token = log_dist.argmax(-1) if greedy else sample_tokens(log_dist, own or generator)
                 response_ids[rows, step] = token
                 response_mask[rows, step] = True
                 logprobs[rows, step] = log_dist.gather(-1, token[:, None]).squeeze(-1)
@@ -204,6 +214,8 @@ class TorchEngine:
                     keep = (~stopped).nonzero().squeeze(1)
                     cache = policy.select_cache(cache, keep)
                     rows, mask, token = rows[keep], mask[keep], token[keep]
+                    if own is not None:
+                        own = [own[k] for k in keep.tolist()]
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                 logits, cache = policy.forward_logits(token[:, None], mask, cache, logits_to_keep=1)
                 logits = logits[:, -1]

@@ -15,7 +15,8 @@ them serialised (correct, but a full copy per sync).
 Sampling log-probs come from vLLM's ``logprobs_mode="processed_logprobs"``: the log-prob of each sampled token
 under the tempered, nucleus-restricted distribution, as the torch engine returns them. Greedy decoding is
 vLLM's temperature 0; its log-probs are then those of the untempered model. Each row draws its own vLLM seed
-from ``generator``, so a run is reproducible from its seed (on the same vLLM build and hardware).
+from ``generator`` (or, given one generator per row, from its own), so a run is reproducible from its seed (on
+the same vLLM build and hardware).
 
 vllm is imported only here, and only when the engine is built.
 """
@@ -27,10 +28,12 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gigpo_lab.rollout.engine import GenerationOutput, SamplingParams, row_generators
+
 if TYPE_CHECKING:
     import torch
 
-from gigpo_lab.rollout.engine import GenerationOutput, SamplingParams
+    from gigpo_lab.rollout.engine import Generators
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +86,7 @@ class VLLMEngine:
         prompt_mask: torch.Tensor,
         *,
         greedy: bool = False,
-        generator: torch.Generator | None = None,
+        generator: Generators = None,
         temperature: float | None = None,
     ) -> GenerationOutput:
         """Sample one response per prompt (greedy if ``greedy`` or ``sampling.greedy``), at ``temperature``
@@ -91,7 +94,8 @@ class VLLMEngine:
 
         Args:
             prompt_ids: (N, P) int64, left-padded. prompt_mask: (N, P) bool.
-            generator: draws one vLLM seed per row (None: vLLM's own randomness).
+            generator: draws one vLLM seed per row (None: vLLM's own randomness); N generators, one per row
+                (``engine.row_generators``): row k's seed from the k-th.
         Returns:
             ``GenerationOutput`` with (N, R) tensors on the prompts' device, R <= max_new_tokens.
         Raises:
@@ -115,7 +119,10 @@ class VLLMEngine:
             )
         prompts = [{"prompt_token_ids": tokens} for tokens in unpadded(prompt_ids, prompt_mask.bool())]
         seeds: list[int | None] = [None] * n
-        if generator is not None and not greedy:
+        own = row_generators(generator, n)
+        if own is not None and not greedy:  # each row's seed from its own stream
+            seeds = [int(torch.randint(0, 2**31 - 1, (1,), generator=g, device=g.device)) for g in own]
+        elif generator is not None and not greedy:
             seeds = torch.randint(0, 2**31 - 1, (n,), generator=generator, device=generator.device).tolist()
         params = [
             VSamplingParams(

@@ -7,6 +7,10 @@
 * An iteration's rollout metrics describe the whole job, not rank 0's share of it: counts are summed over the
   ranks and means weighted by their counts (``across_ranks``), so ``rollout/env_steps_total`` and
   ``trainer.max_env_steps`` count every rank's env steps and all ranks stop after the same iteration.
+* The held-out evaluation is shared: rank r of W plays episodes r, r + W, r + 2W, ... (``episode_share``) and
+  every rank gets the whole table back in episode order (``gather_episodes``), so W ranks spend 1/W of the
+  evaluation each and log what one process would (each episode has its own sampling stream,
+  ``gigpo_lab/training/evaluation.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 #: Environment variables that hold a process's rank (global or within its node) under some launcher:
 #: torchrun, Lightning's relaunch, SLURM, LSF, Open MPI, MPICH / Intel MPI, PMIx.
@@ -93,6 +101,47 @@ def across_ranks(metrics: Mapping[str, float], strategy) -> dict[str, float]:
         else:
             out[key] = total[key] / world
     return out
+
+
+def world_of(strategy) -> tuple[int, int]:
+    """(rank, world size) of a Lightning strategy; (0, 1) for None (a script without a Trainer)."""
+    if strategy is None:
+        return 0, 1
+    return int(getattr(strategy, "global_rank", 0)), int(getattr(strategy, "world_size", 1))
+
+
+def episode_share(episodes: int, rank: int, world: int) -> list[int]:
+    """The held-out episodes rank ``rank`` of ``world`` plays: every world-th from its own rank (E = 5, W = 2:
+    rank 0 plays 0, 2, 4; rank 1 plays 1, 3), so the shares differ by one episode at most."""
+    return list(range(rank, episodes, world))
+
+
+def gather_episodes(local: torch.Tensor, episodes: int, strategy) -> torch.Tensor:
+    """The whole table of a shared evaluation, in episode order, on every rank (a collective: call on all ranks).
+
+    Args:
+        local: (S_r, K) this rank's rows, those of ``episode_share(episodes, rank, world)`` in order.
+        episodes: E, the episodes of the whole evaluation.
+        strategy: the Lightning strategy (``all_gather``); None or a single process returns ``local``.
+
+    Returns:
+        (E, K): row i is episode i's row, from the rank that played it. Each rank pads its rows to
+        S = ceil(E / W) and ``all_gather`` stacks them (W, S, K); episode i is row i // W of rank i % W, so
+        reading the stack slot by slot, (S, W, K) flattened, is episode order, the padding last::
+
+            E = 5, W = 2   rank 0: e0 e2 e4     slot-major: e0 e1 | e2 e3 | e4 pad
+                           rank 1: e1 e3 pad
+    """
+    _, world = world_of(strategy)
+    if world == 1:
+        return local
+    import torch
+
+    slots = -(-episodes // world)
+    padded = torch.zeros(slots, local.shape[1], dtype=local.dtype)
+    padded[: len(local)] = local
+    stacked = strategy.all_gather(padded.to(strategy.root_device)).cpu()  # (W, S, K)
+    return stacked.transpose(0, 1).reshape(slots * world, -1)[:episodes]
 
 
 def check_world_size(loop, world_size: int, shared_prefix: bool) -> bool:

@@ -3,10 +3,17 @@ metrics read off the curve.
 
 Each evaluation plays ``eval_episodes`` held-out episodes (``seeds.eval_seeds``: the same reset seeds at every
 evaluation, so held-out maps or games on an env that draws them from the seed) by sampling at
-``eval_temperature``, with the same sampling stream each time (common random numbers: two evaluations of one
-run, or of two runs with the same seed, differ by the policy alone). Greedy decoding on a deterministic env is
-one bit per map; sampling gives a rate. verl-agent validates by sampling at temperature 0.4
+``eval_temperature``. Episode i samples from its own stream (``seeds.eval_stream_seed``: the run's seed and i),
+the same at every evaluation (common random numbers: two evaluations of one run, or of two runs with the same
+seed, differ by the policy alone), and independent of the episodes played beside it. Greedy decoding on a
+deterministic env is one bit per map; sampling gives a rate. verl-agent validates by sampling at temperature 0.4
 (``actor_rollout_ref.rollout.val_kwargs.temperature`` in its GiGPO example scripts), the default here.
+
+Several ranks share the evaluation: rank r of W plays episodes r, r + W, ... and the per-episode table is
+gathered on every rank (``distributed.episode_share``, ``gather_episodes``) before any metric is read off it, so
+W ranks each spend 1/W of one evaluation, and a W-rank evaluation logs exactly the numbers of a 1-rank one (as
+long as the policy's forward gives a row the same logits whatever rows share its batch, as the tiny policy's
+does on a CPU; a GPU kernel chosen by batch size may change the last bits of a logit, and rarely a token).
 
 ``EvalCurve`` keeps the run's sampled success against env steps and gives the two primary metrics:
 
@@ -23,7 +30,9 @@ from __future__ import annotations
 
 import torch
 
-from gigpo_lab.training.seeds import eval_seeds, iteration_seed
+from gigpo_lab.rollout.held_out import table_metrics
+from gigpo_lab.training.distributed import episode_share, gather_episodes, world_of
+from gigpo_lab.training.seeds import eval_seeds, eval_stream_seed
 
 #: Evaluations averaged by ``eval/final``.
 FINAL_WINDOW = 3
@@ -74,16 +83,32 @@ class EvalCurve:
 
 
 def run_evaluation(
-    collector, seed: int, episodes: int, greedy: bool, temperature: float, greedy_episodes: int
+    collector,
+    seed: int,
+    episodes: int,
+    greedy: bool,
+    temperature: float,
+    greedy_episodes: int,
+    strategy=None,
 ) -> dict[str, float]:
     """One evaluation: ``episodes`` held-out episodes, greedy or sampled at ``temperature``
     (``eval/success_rate``, ``eval/return``, ...); when sampled, also ``greedy_episodes`` greedy ones
-    (``eval/greedy_success_rate``; 0 = none). The sampling stream is the same at every evaluation."""
-    gen = torch.Generator().manual_seed(iteration_seed(seed, -1))
-    result = dict(collector.evaluate(eval_seeds(episodes), gen, greedy=greedy, temperature=temperature))
+    (``eval/greedy_success_rate``; 0 = none). ``strategy``: the Lightning strategy of a multi-process run, whose
+    ranks share the episodes (a collective: call on every rank); None = one process plays them all."""
+    result = _play(collector, seed, episodes, greedy, temperature, strategy)
     if greedy:
         result["eval/greedy_success_rate"] = result["eval/success_rate"]
     elif greedy_episodes > 0:
-        greedy_run = collector.evaluate(eval_seeds(greedy_episodes), gen, greedy=True)
+        greedy_run = _play(collector, seed, greedy_episodes, True, None, strategy)
         result["eval/greedy_success_rate"] = greedy_run["eval/success_rate"]
     return result
+
+
+def _play(collector, seed: int, episodes: int, greedy: bool, temperature, strategy) -> dict[str, float]:
+    """This rank's share of ``episodes`` held-out episodes, each sampled from its own stream (greedy: none), the
+    shares gathered, and the metrics of the whole table."""
+    mine = episode_share(episodes, *world_of(strategy))
+    seeds = eval_seeds(episodes)
+    streams = None if greedy else [torch.Generator().manual_seed(eval_stream_seed(seed, i)) for i in mine]
+    local = collector.held_out([seeds[i] for i in mine], streams, greedy=greedy, temperature=temperature)
+    return table_metrics(gather_episodes(local, episodes, strategy))

@@ -378,7 +378,8 @@ class GiGPOModule(L.LightningModule):
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Held-out episodes (``gigpo_lab/training/evaluation.py``), and the run's ``eval/final`` and
-        ``eval/auc`` so far."""
+        ``eval/auc`` so far. Several ranks share the episodes (a collective: every rank evaluates together);
+        outside a Trainer one process plays them all. ``time/eval_s`` is this rank's."""
         was_training = self.policy.training
         self.policy.eval()
         start = time.perf_counter()
@@ -389,12 +390,20 @@ class GiGPOModule(L.LightningModule):
             self.eval_greedy,
             self.eval_temperature,
             self.eval_greedy_episodes,
+            self._strategy(),
         )
         result["eval/env_steps_total"] = float(self.env_steps_total)
         result["time/eval_s"] = time.perf_counter() - start
         result.update(self.eval_curve.add(self.env_steps_total, result["eval/success_rate"]))
         self.policy.train(was_training)
         return result
+
+    def _strategy(self):
+        """The Trainer's strategy; None outside a Trainer (a script that drives ``evaluate`` alone)."""
+        try:
+            return self.trainer.strategy
+        except RuntimeError:  # "not attached to a Trainer"
+            return None
 
 
 def _own_precision(device: torch.device):

@@ -1,4 +1,5 @@
-"""The seeds a run draws from: per-iteration RNG seeds, env group seeds and the held-out evaluation seeds.
+"""The seeds a run draws from: per-iteration RNG seeds, env group seeds, the held-out evaluation seeds and their
+sampling streams.
 
 Every stream is a function of the run's seed and a position (iteration, rank, collection), never of the global
 RNG, so a resumed run draws exactly what an uninterrupted one draws (docs/FAULTS.md, "Determinism").
@@ -37,3 +38,11 @@ def extra_group_seeds(seed: int, shard: int, groups: int, collection: int, max_c
 def eval_seeds(episodes: int) -> list[int]:
     """The seeds of the held-out evaluation episodes, the same at every evaluation."""
     return [EVAL_SEED_BASE + i for i in range(episodes)]
+
+
+def eval_stream_seed(seed: int, episode: int) -> int:
+    """The seed of held-out episode ``episode``'s own sampling stream, the same at every evaluation: a function of
+    the run's seed and the episode alone, so the episode draws the same tokens whichever rank, and whichever
+    other episodes, it is played beside. Disjoint from every training iteration's seed (``iteration_seed`` at a
+    negative position)."""
+    return iteration_seed(seed, -1 - episode)

@@ -119,6 +119,26 @@ def test_generation_is_deterministic_given_the_generator_seed(policy):
     assert not torch.equal(a.response_ids, c.response_ids)
 
 
+def test_a_row_with_its_own_generator_samples_what_it_samples_alone(policy):
+    """One generator per row (held-out evaluation's per-episode streams): each row's tokens are those it samples
+    alone from the same seed, whatever rows share its batch and whenever they stop."""
+    prompt_ids, prompt_mask = ragged_prompts(policy, 6, seed=2)
+    engine = TorchEngine(policy, SamplingParams(max_new_tokens=5, temperature=1.5))
+
+    def streams(rows):
+        return [torch.Generator().manual_seed(100 + r) for r in rows]
+
+    batch = engine.generate(prompt_ids, prompt_mask, generator=streams(range(6)))
+    for r in range(6):
+        ids = prompt_ids[r][prompt_mask[r]][None]
+        alone = engine.generate(ids, torch.ones_like(ids, dtype=torch.bool), generator=streams([r]))
+        width = alone.response_ids.shape[1]
+        assert batch.response_ids[r, :width].tolist() == alone.response_ids[0].tolist(), r
+        assert not batch.response_mask[r, width:].any()
+    with pytest.raises(ValueError, match="5 generators for 6 prompts"):
+        engine.generate(prompt_ids, prompt_mask, generator=streams(range(5)))
+
+
 def manual_nucleus_logprobs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
     """Reference (one row at a time, with Python lists): tempered softmax restricted to the nucleus."""
     probs = torch.softmax(logits.double() / temperature, -1)

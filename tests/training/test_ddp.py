@@ -1,6 +1,7 @@
 """Two-process data parallelism on the CPU (gloo): gradients are synchronised (both ranks end with identical
 weights, which differ from the start), the rollouts are split (each rank collects its own env groups with
-its own sampling stream), the logged rollout metrics describe the whole job, and only rank 0 tracks.
+its own sampling stream), the logged rollout metrics describe the whole job, the held-out evaluation is
+shared (each rank plays its share; both log what one process logs), and only rank 0 tracks.
 
 The module is driven by Lightning's ``ddp_spawn`` here (the ranks are spawned inside pytest and report back
 through files); ``lightning=ddp`` itself (Lightning relaunching the command per rank) runs end to end in the slow
@@ -21,6 +22,7 @@ from tiny_sizes import TINY
 
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.train import build
+from gigpo_lab.training.seeds import EVAL_SEED_BASE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,10 +45,10 @@ def two_rank_trainer(folder: Path, iterations: int, *callbacks: L.Callback) -> L
 
 
 class RecordingCollector:
-    """The run's collector, remembering the seeds of every ``collect`` call."""
+    """The run's collector, remembering the seeds of every ``collect`` and ``held_out`` call."""
 
     def __init__(self, inner):
-        self.inner, self.seeds, self.rollouts = inner, [], []
+        self.inner, self.seeds, self.rollouts, self.held_out_seeds = inner, [], [], []
 
     def collect(self, seeds, generator):
         self.seeds.append([int(s) for s in seeds])
@@ -54,19 +56,21 @@ class RecordingCollector:
         self.rollouts.append(dict(rollout))  # this rank's own metrics, before the module reduces them
         return batch, rollout
 
-    def evaluate(self, *args, **kwargs):
-        return self.inner.evaluate(*args, **kwargs)
+    def held_out(self, seeds, *args, **kwargs):
+        self.held_out_seeds.append([int(s) for s in seeds])
+        return self.inner.held_out(seeds, *args, **kwargs)
 
 
 class DumpPerRank(L.Callback):
     """Each rank writes its policy weights and collected seeds to ``folder/rank{r}.pt`` after training."""
 
     def __init__(self, folder: Path):
-        self.folder, self.logged = folder, []
+        self.folder, self.logged, self.evaluations = folder, [], []
 
     def on_train_epoch_end(self, trainer, pl_module):
         # what IterationLogger does: read what the module queued when it ended the iteration
         self.logged.extend(m for _, m in pl_module.pending_metrics if "rollout/env_steps" in m)
+        self.evaluations.extend(m for _, m in pl_module.pending_metrics if "eval/success_rate" in m)
         pl_module.pending_metrics.clear()
         pl_module.pending_samples.clear()
 
@@ -78,23 +82,30 @@ class DumpPerRank(L.Callback):
             "world": trainer.world_size,
             "local": pl_module.collector.rollouts,
             "logged": self.logged,
+            "evaluations": self.evaluations,
+            "held_out_seeds": pl_module.collector.held_out_seeds,
         }
         torch.save(payload, self.folder / f"rank{trainer.global_rank}.pt")
 
 
-def test_two_ranks_sync_gradients_and_split_rollouts(tiny_overrides, tmp_path):
+def test_two_ranks_sync_gradients_split_rollouts_and_share_the_evaluation(tiny_overrides, tmp_path):
     cfg = compose_config(
         [
             *tiny_overrides,
             # holes right of and below the start: a valid move that goes anywhere ends the episode, so the
-            # ranks' env-step counts differ (and a sum, a mean and a weighted mean can be told apart)
+            # ranks' env-step counts differ (and a sum, a mean and a weighted mean can be told apart), and so
+            # do the lengths of the held-out episodes
             "env.desc=[SH,HG]",
             "env.max_turns=12",
             "rollout.group_size=4",
             "trainer.minibatch_size=0",  # the same number of optimizer steps on both ranks
-            "trainer.eval_every=0",
+            "trainer.eval_every=2",  # before the first update and after the last
+            "rollout.eval_episodes=9",  # 5 on rank 0, 4 on rank 1
+            "rollout.eval_greedy_episodes=1",  # 1 on rank 0, none on rank 1
+            "rollout.eval_temperature=1.0",
         ]
     )
+    alone = build(cfg).evaluate()  # no Trainer: one process plays every held-out episode
     module = build(cfg)
     module.collector = RecordingCollector(module.collector)
     initial = {k: v.clone() for k, v in module.policy.state_dict().items()}
@@ -141,6 +152,18 @@ def test_two_ranks_sync_gradients_and_split_rollouts(tiny_overrides, tmp_path):
     assert any(
         rank0["local"][it]["rollout/env_steps"] != rank1["local"][it]["rollout/env_steps"] for it in range(2)
     ), "on one fixed map the ranks' rollouts differ only by their sampling streams: they must not be copies"
+
+    # the evaluation is shared: each rank plays every other held-out episode, and both log the whole of it,
+    # before any update exactly what one process logs with the same weights
+    for rank, dump in ((0, rank0), (1, rank1)):
+        share = [[EVAL_SEED_BASE + i for i in range(rank, n, 2)] for n in (9, 1)]  # sampled, greedy
+        assert dump["held_out_seeds"] == share * 2, rank  # at both evaluations
+    clockless = [
+        [{k: v for k, v in e.items() if k != "time/eval_s"} for e in d["evaluations"]] for d in (rank0, rank1)
+    ]
+    assert len(clockless[0]) == 2 and clockless[0] == clockless[1]
+    assert clockless[0][0] == {k: v for k, v in alone.items() if k != "time/eval_s"}
+    assert clockless[0][0]["eval/length"] not in (1.0, 12.0), "held-out episodes of different lengths"
 
 
 @pytest.fixture(scope="module")
