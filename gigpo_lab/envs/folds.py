@@ -35,6 +35,10 @@ from gigpo_lab.errors import ConfigError
 #: The folds a run may evaluate on: dev while developing, test for final reports.
 EVAL_FOLDS = ("dev", "test")
 
+#: Both libraries' own step limit (``envStepLimit``), the envs' ``step_limit`` default; a config sets it to
+#: ``env.max_turns``.
+LIBRARY_STEP_LIMIT = 100
+
 
 def fold_instances(name: str, fold: str, available: Sequence[int], count: Any) -> list[int]:
     """The first ``count`` instances (seeds or variations) of a fold; a ConfigError if the fold has fewer."""

@@ -49,7 +49,13 @@ from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.envs import jvm
 from gigpo_lab.envs.base import TextEnv, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
-from gigpo_lab.envs.folds import EVAL_FOLDS, cached_exploration, fold_instances, instance_for_seed
+from gigpo_lab.envs.folds import (
+    EVAL_FOLDS,
+    LIBRARY_STEP_LIMIT,
+    cached_exploration,
+    fold_instances,
+    instance_for_seed,
+)
 from gigpo_lab.envs.schema import EnvConfig
 from gigpo_lab.envs.twx_env import clean
 from gigpo_lab.errors import ConfigError
@@ -171,7 +177,7 @@ class ScienceWorldText(TextEnv):
         num_games: int = 16,
         num_eval_games: int = 16,
         eval_fold: str = "dev",
-        step_limit: int = 100,
+        step_limit: int = LIBRARY_STEP_LIMIT,
         heap_mb: int = 1024,
         explore_every: int = 5,
         list_templates: bool = True,
@@ -286,7 +292,7 @@ def _version() -> str:
     return __version__
 
 
-register_env("gigpo_lab/ScienceWorld-v0", ScienceWorldText, max_episode_steps=100)
+register_env("gigpo_lab/ScienceWorld-v0", ScienceWorldText, max_episode_steps=LIBRARY_STEP_LIMIT)
 
 EvalFold = choice_enum("EvalFold", EVAL_FOLDS, __name__)
 

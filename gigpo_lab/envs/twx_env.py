@@ -51,7 +51,13 @@ from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.envs import jvm
 from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
-from gigpo_lab.envs.folds import EVAL_FOLDS, cached_exploration, fold_instances, instance_for_seed
+from gigpo_lab.envs.folds import (
+    EVAL_FOLDS,
+    LIBRARY_STEP_LIMIT,
+    cached_exploration,
+    fold_instances,
+    instance_for_seed,
+)
 from gigpo_lab.envs.schema import EnvConfig
 from gigpo_lab.errors import ConfigError
 
@@ -179,7 +185,7 @@ class TextWorldExpressText(TextEnv):
         num_games: int = 64,
         num_eval_games: int = 64,
         eval_fold: str = "dev",
-        step_limit: int = 100,
+        step_limit: int = LIBRARY_STEP_LIMIT,
         heap_mb: int = 512,
         explore_walks: int = 8,
         explore_length: int = 30,
@@ -290,7 +296,7 @@ def _version() -> str:
     return __version__
 
 
-register_env("gigpo_lab/TextWorldExpress-v0", TextWorldExpressText, max_episode_steps=100)
+register_env("gigpo_lab/TextWorldExpress-v0", TextWorldExpressText, max_episode_steps=LIBRARY_STEP_LIMIT)
 
 
 Game = choice_enum("Game", GAMES, __name__)
@@ -309,7 +315,7 @@ class TextWorldExpressConfig(EnvConfig):
     #: The registered gymnasium id of the TextWorldExpress env.
     id: str = "gigpo_lab/TextWorldExpress-v0"
     #: Turns per episode, valid and invalid alike (the library's own default limit is 100).
-    max_turns: int = param(100, low=1)
+    max_turns: int = param(LIBRARY_STEP_LIMIT, low=1)
     #: The game: twc (TextWorld Commonsense), cookingworld or coin (Coin Collector).
     game: Game = Game.twc
     #: The library's generation parameters, the difficulty: numLocations (1-11), includeDoors (0/1),
