@@ -163,7 +163,7 @@ class CountBonusConfig:
     """A count-based novelty bonus beta / sqrt(N(s')) on every step's reward (``gigpo_lab/algorithm/exploration.py``)."""
 
     _target_: str = "gigpo_lab.algorithm.exploration.CountBonus"
-    #: The bonus of a state seen once, >= 0; N(s') counts every arrival in the anchor s' over the whole run.
+    #: The bonus of a state seen once; N(s') counts every arrival in the anchor s' over the whole run.
     #: 0.5 is the value measured in docs/WHY_RUNS_FAIL.md.
     beta: float = param(0.5, low=0.0)
     #: true = pay the bonus only on a step into a state new to its episode (no pay for loops, invalid words or
@@ -184,13 +184,13 @@ class CountBonusConfig:
     #: grouping enters it), so the exploration signal has one size whatever the env's reward scale.
     #: false = the bonus is added to the step rewards, which each estimator then processes its own way.
     own_advantage: bool = True
-    #: gamma in [0, 1], the discount of the bonus-to-go in the stream (with own_advantage).
+    #: gamma, the discount of the bonus-to-go in the stream (with own_advantage).
     gamma: float = param(0.95, low=0.0, high=1.0)
     #: true = (with own_advantage) the stream is scaled by the std of the estimator's own advantages on the
     #: batch, so its dose (adv/stream_ratio) is beta for every estimator; false = the stream has std beta
     #: whatever the estimator's own scale (0.5x to 2.1x the own signal, by estimator; issue #45).
     relative_dose: bool = True
-    #: > 0: the least scale of a relative dose, used where the estimator's own advantages spread less (in
+    #: The least scale of a relative dose, used where the estimator's own advantages spread less (in
     #: practice, all 0: no group saw a success); every estimator then gets the same stream, beta_c * floor * A_int.
     dose_floor: float = param(0.01, low=0.0, low_open=True)
 

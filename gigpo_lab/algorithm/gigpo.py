@@ -58,13 +58,13 @@ class GiGPOSchema(GRPOSchema):
     """The option ``estimator=gigpo``: episode-level GRPO + omega x step-level anchor groups (see ``GiGPO``)."""
 
     _target_: str = "gigpo_lab.algorithm.gigpo.GiGPO"
-    #: omega >= 0, weight of the step-level advantage (paper: 1.0; 0 gives grpo exactly).
+    #: omega, weight of the step-level advantage (paper: 1.0; 0 gives grpo exactly).
     step_advantage_weight: float = param(1.0, low=0.0)
-    #: gamma in [0, 1], discount of the step return (paper: 0.95; verl-agent's own default is 1.0).
+    #: gamma, discount of the step return (paper: 0.95; verl-agent's own default is 1.0).
     gamma: float = param(0.95, low=0.0, high=1.0)
     #: zero | raw: a step group of one row gets 0 (ALGORITHMS.md) or its own return.
     step_singleton: Singleton = Singleton["zero"]
-    #: null (exact anchor ids) or a difflib ratio in (0, 1) for clustering text anchors (needs anchor_texts).
+    #: null (exact anchor ids) or a difflib ratio for clustering text anchors (needs anchor_texts).
     anchor_similarity_threshold: Optional[float] = param(  # noqa: UP045
         None, low=0.0, high=1.0, low_open=True, high_open=True
     )

@@ -62,16 +62,16 @@ class GraphGPOSchema(GRPOSchema):
     _target_: str = "gigpo_lab.algorithm.graphgpo.GraphGPO"
     #: mean_norm | mean_std_norm, at both levels (the recipe's config: mean_std_norm).
     mode: Mode = Mode["mean_std_norm"]
-    #: >= 0, weight of the graph step advantage A^S (the recipe's step_advantage_w: 1.0; 0 = A^E alone).
+    #: Weight of the graph step advantage A^S (the recipe's step_advantage_w: 1.0; 0 = A^E alone).
     step_advantage_weight: float = param(1.0, low=0.0)
-    #: >= 0, weight of the episode advantage A^E (the recipe's episode_advantage_w: 1.0; 0 = the graph alone).
+    #: Weight of the episode advantage A^E (the recipe's episode_advantage_w: 1.0; 0 = the graph alone).
     episode_advantage_weight: float = param(1.0, low=0.0)
-    #: in [0, 1], decay of the distance return goal_return * gamma^d (the recipe's algorithm.gamma: 0.10).
+    #: Decay of the distance return goal_return * gamma^d (the recipe's algorithm.gamma: 0.10).
     gamma: float = param(0.10, low=0.0, high=1.0)
     #: false: G = goal_return * gamma^d(next state) (proximity, the recipe's default); true: gamma^(d(next) -
     #: d(state) + 1), progress toward the goal (a step that closes one unit of distance earns goal_return).
     normalize_distance: bool = False
-    #: > 0, the return of a step into the goal: the recipe's 10, verl-agent's success reward. Under mean_std_norm
+    #: The return of a step into the goal: the recipe's 10, verl-agent's success reward. Under mean_std_norm
     #: it cancels (up to epsilon); under mean_norm set it to the env's success reward after trainer.reward_clip
     #: (1 on FrozenLake) to keep A^S on A^E's scale.
     goal_return: float = param(10.0, low=0.0, low_open=True)
@@ -89,7 +89,7 @@ class GraphGPOSchema(GRPOSchema):
     count_transitions: CountTransitions = CountTransitions["rows"]
     #: zero | raw: a step group with one statistics entry gets 0 (GiGPO's default) or its own return.
     step_singleton: Singleton = Singleton["zero"]
-    #: null (exact anchors) or a difflib ratio in (0, 1): similar text anchors are one graph node and one step
+    #: null (exact anchors) or a difflib ratio: similar text anchors are one graph node and one step
     #: group (the recipe's enable_similarity=true with similarity_thresh, 0.95 there; needs anchor_texts).
     anchor_similarity_threshold: Optional[float] = param(  # noqa: UP045
         None, low=0.0, high=1.0, low_open=True, high_open=True

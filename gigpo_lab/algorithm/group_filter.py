@@ -97,7 +97,7 @@ class NonConstantConfig:
 
     _target_: str = "gigpo_lab.algorithm.group_filter.NonConstant"
     #: Collections of rollout.groups groups an iteration may spend, the first included (verl's DAPO
-    #: max_num_gen_batches, 10 in its docs/algo/dapo.md), >= 1. Once spent, the earliest dropped groups fill the
+    #: max_num_gen_batches, 10 in its docs/algo/dapo.md). Once spent, the earliest dropped groups fill the
     #: batch (verl raises instead). Every collected env step counts toward trainer.max_env_steps.
     max_collections: int = param(10, low=1)
 
@@ -127,7 +127,7 @@ class TopStdConfig:
     """RAGEN's StarPO-S filter: train on the share of groups of largest return std; never collects more."""
 
     _target_: str = "gigpo_lab.algorithm.group_filter.TopStd"
-    #: p in (0, 1]: int(p * rollout.groups) groups are kept, those of largest return std (RAGEN's
+    #: p: int(p * rollout.groups) groups are kept, those of largest return std (RAGEN's
     #: rollout_filter_ratio, 0.25 in its config/base.yaml); int(p * rollout.groups) must be >= 1.
     share: float = param(0.25, low=0.0, high=1.0, low_open=True)
 

@@ -39,9 +39,9 @@ class GRPOSchema:
     mode: Mode = Mode["mean_norm"]
     #: rows | trajectories: every step row enters the group statistics, or one R(tau) per trajectory.
     normalize_over: NormalizeOver = NormalizeOver["rows"]
-    #: p >= 0, subtracted from the score of each row whose action could not be parsed (paper: 0.1).
+    #: p, subtracted from the score of each row whose action could not be parsed (paper: 0.1).
     invalid_action_penalty: float = param(INVALID_ACTION_PENALTY, low=0.0)
-    #: epsilon > 0 added to the std in mean_std_norm.
+    #: epsilon added to the std in mean_std_norm.
     epsilon: float = param(1e-6, low=0.0, low_open=True)
     #: raw | zero: a group with one statistics entry gets its raw score (verl-agent) or 0 (ROLL, Trinity-RFT).
     episode_singleton: Singleton = Singleton["raw"]

@@ -84,19 +84,19 @@ class HGPOSchema(GRPOSchema):
     """The option ``estimator=hgpo``: nested history groups, adaptive weights (see ``HGPO``)."""
 
     _target_: str = "gigpo_lab.algorithm.hgpo.HGPO"
-    #: K >= 0, the deepest level: rows that share their anchor and their last K anchors; keep it equal to
+    #: K, the deepest level: rows that share their anchor and their last K anchors; keep it equal to
     #: model.history_window (both 2 by default). 0 = GiGPO's anchor-state step groups only.
     history_length: int = param(2, low=0)
-    #: alpha >= 0: level k weighs (k + 2)^alpha, the episode item 1; 0 = uniform (recipe: 1.0).
+    #: alpha: level k weighs (k + 2)^alpha, the episode item 1; 0 = uniform (recipe: 1.0).
     length_weight_alpha: float = param(1.0, low=0.0)
     #: none | weighted | add: no episode term (the recipe's default), A^E as one item of weight 1 (the
     #: recipe's base_group), or A = A^E + omega * A^H (GiGPO's composition).
     episode_level: EpisodeLevelChoice = EpisodeLevelChoice["none"]
-    #: omega >= 0, the weight of A^H under episode_level=add.
+    #: omega, the weight of A^H under episode_level=add.
     step_advantage_weight: float = param(1.0, low=0.0)
     #: true = the recipe's std over n at the step levels; false = unbiased (n - 1), as GiGPO.
     population_std: bool = True
-    #: gamma in [0, 1], discount of the step return (recipe's scripts: 0.95).
+    #: gamma, discount of the step return (recipe's scripts: 0.95).
     gamma: float = param(0.95, low=0.0, high=1.0)
     #: mean_norm | mean_std_norm, at every level and in A^E (recipe's scripts: mean_std_norm).
     mode: Mode = Mode["mean_std_norm"]

@@ -337,7 +337,7 @@ class LossConfig:
     #: groups are all flat towards uniform, so GRPO's greedy policy drifted into loops (docs/WHY_RUNS_FAIL.md).
     #: The withdrawn study run at b8f873d (experiments/RESULTS.md, "The earlier study") was measured with 0.01.
     entropy_coef: float = default_of(PolicyLoss, "entropy_coef")
-    #: c1 >= 0, weight of the critic's loss 0.5 * max((V - R)^2, (V_clip - R)^2) in the one loss that trains the
+    #: c1, weight of the critic's loss 0.5 * max((V - R)^2, (V_clip - R)^2) in the one loss that trains the
     #: policy and its value head together (PPO's shared-parameter objective, arXiv 1707.06347 eq. 9; c1 = 1 as
     #: its Atari runs); read only by estimators with a critic (ppo).
     value_coef: float = default_of(PolicyLoss, "value_coef")

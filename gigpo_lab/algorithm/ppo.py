@@ -60,13 +60,13 @@ class PPOSchema:
     value head (the loss's ``value_coef`` and ``value_clip`` train it)."""
 
     _target_: str = "gigpo_lab.algorithm.ppo.PPO"
-    #: gamma in [0, 1], the discount (verl's and RAGEN's algorithm.gamma: 1.0).
+    #: gamma, the discount (verl's and RAGEN's algorithm.gamma: 1.0).
     gamma: float = param(1.0, low=0.0, high=1.0)
-    #: lambda in [0, 1] of GAE (verl's and RAGEN's algorithm.lam: 1.0; 0 = the one-step TD error).
+    #: lambda of GAE (verl's and RAGEN's algorithm.lam: 1.0; 0 = the one-step TD error).
     lam: float = param(1.0, low=0.0, high=1.0)
     #: true = whiten the advantages over the batch, as verl's compute_gae_advantage_return does; false = raw.
     whiten_advantages: bool = True
-    #: p >= 0 subtracted from an invalid turn's reward before GAE (the critic-free estimators' default 0.1).
+    #: p, subtracted from an invalid turn's reward before GAE (the critic-free estimators' default 0.1).
     invalid_action_penalty: float = param(INVALID_ACTION_PENALTY, low=0.0)
 
 

@@ -30,9 +30,9 @@ class ReinforcePPSchema:
     """The option ``estimator=reinforce_pp``: REINFORCE++ with a group baseline (see ``ReinforcePP``)."""
 
     _target_: str = "gigpo_lab.algorithm.reinforce_pp.ReinforcePP"
-    #: p >= 0, subtracted from the score of each invalid row.
+    #: p, subtracted from the score of each invalid row.
     invalid_action_penalty: float = param(INVALID_ACTION_PENALTY, low=0.0)
-    #: epsilon > 0 of the batch whitening.
+    #: epsilon of the batch whitening.
     epsilon: float = param(1e-6, low=0.0, low_open=True)
 
 

@@ -28,7 +28,7 @@ class RLOOSchema:
     """The option ``estimator=rloo``: leave-one-out baseline (see ``RLOO``)."""
 
     _target_: str = "gigpo_lab.algorithm.rloo.RLOO"
-    #: p >= 0, subtracted from the score of each invalid row.
+    #: p, subtracted from the score of each invalid row.
     invalid_action_penalty: float = param(INVALID_ACTION_PENALTY, low=0.0)
 
 

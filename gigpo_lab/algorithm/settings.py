@@ -8,7 +8,7 @@ one ``#:`` line of help (what ``gigpo-lab docs`` writes into docs/CONFIG.md)::
     @dataclass
     class GiGPOSchema(GRPOSchema):
         _target_: str = "gigpo_lab.algorithm.gigpo.GiGPO"
-        #: omega >= 0, weight of the step-level advantage (paper: 1.0; 0 gives grpo exactly).
+        #: omega, weight of the step-level advantage (paper: 1.0; 0 gives grpo exactly).
         step_advantage_weight: float = param(1.0, low=0.0)
 
 ``Configured.__init__(**params)`` checks the given values against the schema (``check_params``: an unknown

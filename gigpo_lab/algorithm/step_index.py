@@ -34,11 +34,11 @@ class GiGPOStepIndexSchema:
     """The option ``estimator=gigpo_step_index``: the ms-swift PR #7364 variant (see ``GiGPOStepIndex``)."""
 
     _target_: str = "gigpo_lab.algorithm.step_index.GiGPOStepIndex"
-    #: omega >= 0, weight of the mean step-index advantage.
+    #: omega, weight of the mean step-index advantage.
     step_advantage_weight: float = param(1.0, low=0.0)
     #: true: divide by (std of the group's returns + epsilon).
     scale_by_std: bool = False
-    #: epsilon > 0 of scale_by_std.
+    #: epsilon of scale_by_std.
     epsilon: float = param(1e-6, low=0.0, low_open=True)
 
 
