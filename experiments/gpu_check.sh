@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU readiness in one prepared script, sized to finish in under 8 minutes on one GPU:
 #   1. the tests marked `gpu` (CUDA rollouts, bit-for-bit deterministic runs);
+#   1b. the bf16 NaN's suspect, cuDNN's attention backward, against the update's kernels (experiments/probes/);
 #   2. a 5-iteration bf16-mixed training run of a randomly initialised ~0.5 B-parameter Qwen2-shaped model,
 #      built from a config (no download): Qwen2-0.5B's layer shape (hidden 896, 14 heads, 2 KV heads, MLP 4864)
 #      with 32 layers instead of 24, which makes up for the tiny test tokenizer's vocabulary (~0.48 B params);
@@ -52,6 +53,13 @@ EOF
 
 # ---------------------------------------------------------------- 1. the gpu-marked tests
 part "gpu tests" 180 $PY -m pytest -q -m gpu -p no:cacheprovider tests/rollout/test_gpu.py tests/training/test_determinism.py
+
+# ---------------------------------------------------------------- 1b. the cause of the bf16 NaN (issue #61)
+# cuDNN's attention backward against the update's kernels, on masked rows of 64 mod 128 tokens (pytorch#196678):
+# expected NaN for default/cudnn at 192 and 320 on an H100/H200 with torch >= 2.11, 0 everywhere for update
+SDPA_ARGS=""
+[ "$TINY" = 1 ] && SDPA_ARGS="--device cpu --tiny --rows 2"
+part "sdpa backward probe" 90 $PY experiments/probes/sdpa_backward.py $SDPA_ARGS
 
 # ---------------------------------------------------------------- 2. a 0.5 B Qwen2-shaped model, 5 bf16-mixed iterations
 MODEL="$OUT/qwen2-0.5b-random"

@@ -29,6 +29,7 @@ def test_the_gpu_check_dry_run_passes_every_part(tmp_path):
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
     parts = [line for line in log.splitlines() if line.startswith("=== ") and ": " in line]
-    assert len(parts) == 4 and all(": PASS in" in line for line in parts), parts
+    assert len(parts) == 5 and all(": PASS in" in line for line in parts), parts
+    assert "the update's kernels are finite at every length" in log, "the sdpa probe ran its table"
     assert any("under lightning=fsdp" in line for line in parts), "the sharded run is one of them"
     assert (tmp_path / "throughput.md").read_text().count("|") > 4

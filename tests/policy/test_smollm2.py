@@ -148,3 +148,56 @@ def test_the_smollm2_experiments_train_end_to_end(experiment, smollm_dir, tiny_o
     assert run.info.status == "FINISHED" and run.data.params["model.lora.enabled"] == str(
         experiment.endswith("_lora")
     )
+
+
+@pytest.mark.slow
+@needs_wheel
+def test_smollm2_with_lora_trains_two_iterations_in_bf16_mixed_with_finite_losses_and_gradients(
+    smollm_dir, tiny_overrides, tmp_path, monkeypatch
+):
+    """A real pretrained model under ``lightning.precision=bf16-mixed`` (issue #61, item 3): SmolLM2-135M with
+    LoRA, 2 iterations on this CPU, each update back-propagating a real gradient. The advantages are replaced by
+    fixed non-zero values (as experiments/probes/bf16_nan.py does), so the gradient does not depend on whether
+    the untrained episodes happened to differ; the guard would stop a non-finite one. Sized for a CPU without
+    bf16 instructions, where a bf16 matmul runs ~55x slower than float32: 2 rows of one turn per iteration."""
+    import dataclasses
+    import math
+
+    import gigpo_lab.train as lab_train
+
+    build = lab_train.build
+
+    def forced_advantages(cfg, loop=None):
+        module = build(cfg, loop)
+        estimator = module.estimator
+
+        def signed(batch):  # +1, -1, +1, ... over the rows
+            out = estimator(batch)
+            sign = 1.0 - 2.0 * (torch.arange(len(batch)) % 2)
+            return dataclasses.replace(out, advantages=sign.to(out.advantages.dtype))
+
+        module.estimator = signed
+        return module
+
+    monkeypatch.setattr(lab_train, "build", forced_advantages)
+    cfg = compose_config(
+        [
+            "experiments=smollm2_household_lora",
+            *tiny_overrides,
+            f"model.cache_dir={smollm_dir}",
+            "lightning.precision=bf16-mixed",
+            "trainer.iterations=2",
+            "trainer.eval_every=0",
+            "rollout.groups=1",
+            "rollout.group_size=2",
+            "rollout.max_new_tokens=4",
+            "env.max_turns=1",
+            "model.history_window=0",
+            "trainer.micro_batch_size=2",
+        ]
+    )
+    metrics = lab_train.train(cfg)
+    for key in ("train/loss", "train/pg_loss", "train/grad_norm"):
+        assert math.isfinite(metrics[key]), key
+    assert metrics["train/grad_norm"] > 0, "the update back-propagated a gradient"
+    assert metrics["train/iteration"] == 1
