@@ -83,8 +83,9 @@ def analyse_family(spec: Spec, family: Family, rows: list[dict], metric: str,
         if not judged:
             record["verdict"] = None
             continue
-        verdict = rule(done.holm_high, r.mean_difference, r.mean_high, spec.alpha, spec.delta)
-        low = rule(done.holm_low, r.mean_difference, r.mean_high, spec.alpha, spec.delta)
+        delta = spec.family_delta(family)
+        verdict = rule(done.holm_high, r.mean_difference, r.mean_high, spec.alpha, delta)
+        low = rule(done.holm_low, r.mean_difference, r.mean_high, spec.alpha, delta)
         record["verdict"] = verdict + (PROVISIONAL if record["n"] < planned or low != verdict else "")
     return records
 

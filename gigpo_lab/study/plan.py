@@ -94,6 +94,7 @@ def power(spec: Spec, pilot: list[dict]) -> list[str]:
         contrasts = family.expanded()
         alpha = planning_alpha(spec.alpha, len(contrasts))
         planned = len(spec.family_seeds(family))
+        delta = spec.family_delta(family)
         body = []
         for label, setting, a, b in contrasts:
             va, vb = (side_values(pilot, setting, side, metric) for side in (a, b))
@@ -102,13 +103,13 @@ def power(spec: Spec, pilot: list[dict]) -> list[str]:
                 body.append(f"| {label} | {len(d)} | - | - | - |")
                 continue
             sd = float(np.std(d, ddof=1))
-            need = seeds_for(spec.delta, sd, alpha) if sd > 0 else 2
-            have = paired_power(planned, spec.delta, sd, alpha) if sd > 0 else 1.0
+            need = seeds_for(delta, sd, alpha) if sd > 0 else 2
+            have = paired_power(planned, delta, sd, alpha) if sd > 0 else 1.0
             body.append(
                 f"| {label} | {len(d)} | {sd:.3f} | {need if need is not None else '> max'} | {have:.2f} |"
             )
         lines += [f"Family {family.name} on {metric}: {len(contrasts)} contrasts, each planned at α = {spec.alpha} / "
-                  f"{len(contrasts)} = {alpha:.4f}, power {POWER}, δ = {spec.delta}, paired t-test on the pilot's sd.",
+                  f"{len(contrasts)} = {alpha:.4f}, power {POWER}, δ = {delta}, paired t-test on the pilot's sd.",
                   "", f"| contrast | pilot pairs | sd of differences | seeds for power {POWER} | power at {planned} |",
                   "|---|---|---|---|---|", *body, ""]  # fmt: skip
     return lines

@@ -56,6 +56,8 @@ def render(loaded: LoadedSpec) -> str:
         lines += [f"### {family.name}: {role}, on `{spec.family_metric(family)}`, seeds {seeds.start}–{seeds.stop - 1}",
                   "", "| contrast | A | B |", "|---|---|---|"]  # fmt: skip
         lines += [f"| {label} | {' + '.join(a)} | {' + '.join(b)} |" for label, _, a, b in family.expanded()]
+        if family.delta is not None:
+            lines += ["", f"**δ = {family.delta}** for this family's verdicts: {family.delta_reason}"]
         if family.must_be_equal:
             lines += ["", "Every pair must be equal: any difference is a bug, not a result."]
         lines += [""]

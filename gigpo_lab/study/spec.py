@@ -80,6 +80,11 @@ class Family:
     seeds: Seeds | None = None
     #: true = every pair must be equal (a control whose arms are one computation): any difference is a bug.
     must_be_equal: bool = False
+    #: The δ its verdicts use, in the primary metric's units; null = the spec's. Set it where the affordable
+    #: seeds cannot detect the spec's δ: the smallest effect they can, registered before any run.
+    delta: float | None = None
+    #: The sentence that derives this family's δ (required with ``delta``).
+    delta_reason: str = ""
 
     def expanded(self) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
         """``(label, setting, a, b)`` of every contrast, setting-major: the order Holm and the stream see."""
@@ -168,6 +173,9 @@ class Spec:
 
     def family_metric(self, family: Family) -> str:
         return family.metric or self.metric
+
+    def family_delta(self, family: Family) -> float:
+        return family.delta if family.delta is not None else self.delta
 
     def family_seeds(self, family: Family) -> list[int]:
         return (family.seeds or self.seeds).values
@@ -290,6 +298,7 @@ def _family(where: str, raw: Any, settings: dict, arms: dict, metrics: tuple[str
         metric,
         _seeds(f"{where}.seeds", raw["seeds"]) if raw.get("seeds") is not None else None,
         bool(_typed(f"{where}.must_be_equal", raw.get("must_be_equal", False), bool)),
+        *_family_delta(where, raw),
     )
     labels = [label for label, *_ in family.expanded()]
     if len(set(labels)) != len(labels):
@@ -297,6 +306,23 @@ def _family(where: str, raw: Any, settings: dict, arms: dict, metrics: tuple[str
             f"{where}.contrasts: two contrasts share a name on one setting; give each its own name"
         )
     return family
+
+
+def _family_delta(where: str, raw: dict) -> tuple[float | None, str]:
+    """A family's own ``delta`` and ``delta_reason``: both or neither; δ > 0, on a confirmatory family."""
+    if raw.get("delta") is None:
+        if raw.get("delta_reason"):
+            raise SpecError(f"{where}.delta_reason: given without delta; add delta or drop the reason")
+        return None, ""
+    delta = float(_typed(f"{where}.delta", raw["delta"], (int, float)))
+    reason = _typed(f"{where}.delta_reason", raw.get("delta_reason", ""), str)
+    if delta <= 0:
+        raise SpecError(f"{where}.delta: {delta} must be > 0, in the primary metric's own units")
+    if not reason.strip():
+        raise SpecError(f"{where}.delta_reason: required with delta; say how the affordable seeds give it")
+    if not raw.get("confirmatory", True):
+        raise SpecError(f"{where}.delta: a reported family has no verdicts to judge; drop delta")
+    return delta, reason
 
 
 def parse_spec(raw: Any, where: str = "spec") -> Spec:

@@ -110,3 +110,35 @@ def test_the_hash_ignores_comments_and_layout_but_not_content(tmp_path):
     assert load_spec(str(a)).hash == load_spec(str(b)).hash
     b.write_text(yaml.safe_dump(_broken(["delta"], 0.2)))
     assert load_spec(str(a)).hash != load_spec(str(b)).hash
+
+
+@pytest.mark.parametrize(
+    ("family", "message"),
+    [
+        ({"delta": 0.2}, r"families\[0\]\.delta_reason: required with delta"),
+        ({"delta": -0.2, "delta_reason": "x"}, r"families\[0\]\.delta: -0\.2 must be > 0"),
+        ({"delta_reason": "x"}, r"families\[0\]\.delta_reason: given without delta"),
+        ({"delta": 0.2, "delta_reason": "x", "confirmatory": False}, r"a reported family has no verdicts"),
+    ],
+)
+def test_a_familys_own_delta_needs_its_reason_and_a_confirmatory_family(family, message):
+    raw = copy.deepcopy(RAW)
+    raw["families"][0].update(family)
+    with pytest.raises(SpecError, match=message):
+        parse_spec(raw)
+
+
+def test_a_familys_own_delta_is_what_its_verdicts_and_its_registration_use():
+    from pathlib import Path
+
+    from gigpo_lab.study.registration_text import render
+    from gigpo_lab.study.spec import LoadedSpec
+
+    raw = copy.deepcopy(RAW)
+    raw["families"][0].update(delta=0.25, delta_reason="60 seeds detect 0.25 at power 0.8 on 8x8's spread.")
+    spec = parse_spec(raw)
+    primary, omega = spec.families[0], spec.families[1]
+    assert spec.family_delta(primary) == 0.25 and spec.family_delta(omega) == spec.delta == 0.10
+    assert "**δ = 0.25** for this family's verdicts: 60 seeds detect 0.25" in render(
+        LoadedSpec(spec, Path("s.yaml"), raw, "h")
+    )
