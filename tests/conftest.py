@@ -12,6 +12,27 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tiny_sizes import TINY  # noqa: E402 - re-exported for the tests
 
+#: Set by `make test-vllm` (in .venv-vllm): there vllm must import and a `vllm`-marked test that skips fails, so
+#: that a broken install or a missing wheel cannot pass as a run of skips.
+VLLM_VENV = os.environ.get("GIGPO_LAB_VLLM_VENV") == "1"
+
+
+def pytest_sessionstart(session):
+    if VLLM_VENV:
+        try:
+            import vllm  # noqa: F401
+        except ImportError as error:
+            raise pytest.UsageError(f"GIGPO_LAB_VLLM_VENV=1 but vllm does not import: {error!r}") from error
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if VLLM_VENV and report.skipped and item.get_closest_marker("vllm") and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"a vllm test skipped inside the vLLM venv (GIGPO_LAB_VLLM_VENV=1): {reason}"
+
 
 @pytest.fixture(scope="session")
 def empty_mlflow_store(tmp_path_factory) -> Path:

