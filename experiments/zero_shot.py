@@ -59,8 +59,16 @@ def commit() -> str:
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
-def zero_shot(benchmark: str, episodes: int, overrides: list[str], seed: int = 0) -> dict:
-    """The row of ``benchmark`` (module doc)."""
+def save(row: dict, out: Path) -> None:
+    """Append ``row`` to ``out``, replacing the benchmark's earlier row."""
+    rows = json.loads(out.read_text()) if out.exists() else []
+    rows = [r for r in rows if r["benchmark"] != row["benchmark"]] + [row]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+def zero_shot(benchmark: str, episodes: int, overrides: list[str], out: Path, seed: int = 0) -> dict:
+    """The row of ``benchmark`` (module doc), saved once after the evaluation and again after the rollout."""
     import torch
 
     from gigpo_lab.algorithm.shaping import clip_rewards
@@ -76,6 +84,7 @@ def zero_shot(benchmark: str, episodes: int, overrides: list[str], seed: int = 0
     t1 = time.perf_counter()
     row = {"benchmark": benchmark, "overrides": args, "commit": commit(), "seed": seed, "build_s": t1 - t0}
     row |= {k: v for k, v in module.evaluate().items() if k.startswith(("eval/", "time/"))}
+    save(row, out)  # a slow rollout that is stopped keeps the evaluation
     t2 = time.perf_counter()
     module.policy.eval()
     gen = torch.Generator().manual_seed(iteration_seed(seed, 0))
@@ -85,6 +94,7 @@ def zero_shot(benchmark: str, episodes: int, overrides: list[str], seed: int = 0
     row |= {k: float(v) for k, v in rollout.items()} | {k: float(v) for k, v in adv.metrics.items()}
     row["time/rollout_s"] = time.perf_counter() - t2
     row["groups"], row["group_size"] = module.collector.groups, module.collector.group_size
+    save(row, out)
     return row
 
 
@@ -98,12 +108,7 @@ def main() -> None:
     parser.add_argument("--out", default="experiments/results/benchmarks/zero_shot.json")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides after --")
     a = parser.parse_args()
-    row = zero_shot(a.benchmark, a.episodes, a.overrides, a.seed)
-    out = Path(a.out)
-    rows = json.loads(out.read_text()) if out.exists() else []
-    rows = [r for r in rows if r["benchmark"] != a.benchmark] + [row]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1) + "\n")
+    row = zero_shot(a.benchmark, a.episodes, a.overrides, Path(a.out), a.seed)
     keys = (
         "eval/success_rate",
         "eval/return",
