@@ -35,17 +35,26 @@ def test_the_env_configs_exist():
         "household",
         "minigrid_doorkey",
         "minigrid_empty",
+        "scienceworld",
         "sokoban",
         "taxi",
         "textworld",
         "textworld_coin",
         "textworld_cooking",
         "textworld_treasure",
+        "twx_coin",
+        "twx_cookingworld",
+        "twx_twc",
     ]
 
 
-# the TextWorld presets generate games when built: tests/envs/test_textworld.py plays them on a few small ones
-@pytest.mark.parametrize("option", [o for o in ENV_CONFIGS if not o.startswith("textworld")])
+#: Presets that build files or a JVM when built, played by their own tests: the TextWorld presets generate games
+#: (tests/envs/test_textworld.py plays them on a few small ones); the field benchmarks start a JVM and explore
+#: their command vocabulary (tests/envs/test_twx.py, tests/envs/test_scienceworld.py, the latter slow).
+BUILT_ELSEWHERE = ("textworld", "twx_", "scienceworld")
+
+
+@pytest.mark.parametrize("option", [o for o in ENV_CONFIGS if not o.startswith(BUILT_ELSEWHERE)])
 def test_every_env_config_instantiates_and_plays(tmp_path, option):
     cfg = compose_env(tmp_path, option)
     assert cfg.env._target_ == "gigpo_lab.envs.make_env" and cfg.env.name
@@ -173,6 +182,8 @@ def test_unknown_id_lists_the_registered_ids():
         "gigpo_lab/Household-v0",
         "gigpo_lab/GymDiscrete-v0",
         "gigpo_lab/TextWorld-v0",
+        "gigpo_lab/TextWorldExpress-v0",
+        "gigpo_lab/ScienceWorld-v0",
     }
 
 
