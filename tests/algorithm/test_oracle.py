@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from gigpo_lab.algorithm import compute_advantages
 
-EXAMPLES = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: The slow suite's sweep: ten times the default suite's examples for every estimator.
+THOROUGH = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _mode = st.sampled_from(["mean_norm", "mean_std_norm"])
 _penalty = st.sampled_from([0.0, 0.1, 1.0])
@@ -65,6 +67,16 @@ def assert_matches_oracle(name: str, rows: list[Row], params: dict) -> None:
 @EXAMPLES
 @given(data=st.data())
 def test_matches_the_loop_oracle(name, data):
+    rows = data.draw(batches(), label="rows")
+    params = data.draw(PARAMS[name], label="params")
+    assert_matches_oracle(name, rows, params)
+
+
+@pytest.mark.slow  # about 10 times the default test's 60 s
+@pytest.mark.parametrize("name", sorted(PARAMS))
+@THOROUGH
+@given(data=st.data())
+def test_matches_the_loop_oracle_thoroughly(name, data):
     rows = data.draw(batches(), label="rows")
     params = data.draw(PARAMS[name], label="params")
     assert_matches_oracle(name, rows, params)
