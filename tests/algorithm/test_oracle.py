@@ -15,8 +15,11 @@ from hypothesis import strategies as st
 from gigpo_lab.algorithm import compute_advantages
 
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-#: The slow suite's sweep: five times the default suite's examples for every estimator.
-THOROUGH = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: The slow suite's sweep: five times the default suite's examples for every estimator, the same ones every run
+#: (derandomized: what passed here passes in CI).
+THOROUGH = settings(
+    max_examples=1500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 _mode = st.sampled_from(["mean_norm", "mean_std_norm"])
 _penalty = st.sampled_from([0.0, 0.1, 1.0])
