@@ -86,14 +86,19 @@ def _local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
-def first_culprit_across_ranks(mine: str | None, strategy) -> str | None:
+#: What the guard says when no hook saw a non-finite gradient and no ``.grad`` is non-finite (the norm itself
+#: overflowed, or a gradient turned non-finite after the backward pass).
+UNSEEN = "not any single parameter's: every gradient the hooks saw was finite"
+
+
+def first_culprit_across_ranks(mine: str | None, strategy) -> str:
     """Every rank's ``first_non_finite`` gathered (a collective; every rank is at the guard): ``"rank r: …"`` of
-    the lowest rank that saw one, or ``mine`` in a single process."""
+    the lowest rank that saw one, ``mine`` in a single process, or ``UNSEEN``."""
     world = getattr(strategy, "world_size", 1) if strategy is not None else 1
     if world <= 1:
-        return mine
+        return mine or UNSEEN
     import torch.distributed as dist
 
     found: list[str | None] = [None] * world
     dist.all_gather_object(found, mine)
-    return next((f"rank {rank}: {name}" for rank, name in enumerate(found) if name), None)
+    return next((f"rank {rank}: {name}" for rank, name in enumerate(found) if name), UNSEEN)

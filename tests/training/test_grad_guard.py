@@ -91,3 +91,10 @@ def test_under_ddp_the_guard_names_the_rank_and_parameter_where_the_gradient_tur
         Exception, match=rf"first non-finite gradient of the backward pass is rank 1: {name}'s"
     ):
         trainer.fit(module)
+
+
+def test_the_guard_says_so_when_no_gradient_was_seen_non_finite():
+    from gigpo_lab.training.grad_guard import UNSEEN, first_culprit_across_ranks
+
+    assert first_culprit_across_ranks(None, None) == UNSEEN
+    assert first_culprit_across_ranks("w's", None) == "w's"
