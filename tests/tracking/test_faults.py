@@ -344,6 +344,8 @@ def test_a_non_finite_gradient_with_a_finite_loss_stops_before_the_step(tiny_ove
         FloatingPointError, match=r"the gradient norm is nan at iteration 0 with a finite loss"
     ) as err:
         trainer.fit(module)
-    assert f"the first non-finite gradient of the backward pass is {name}'s (in backward call 1 " in str(err.value)
+    assert f"the first non-finite gradient of the backward pass is {name}'s (in backward call 1 " in str(
+        err.value
+    )
     after = list(module.policy.parameters())
     assert all(torch.equal(a, b) for a, b in zip(after, before, strict=True))  # no step was taken
