@@ -56,6 +56,19 @@ def text_space(max_length: int) -> spaces.Text:
     return spaces.Text(max_length=max_length, min_length=1, charset=TEXT_CHARSET)
 
 
+def room_observation(
+    header: str, feedback: str, room: str, inventory: str, listing: str | None, max_chars: int
+) -> str:
+    """The text games' observation (TextWorld, TextWorldExpress, ScienceWorld): the header line (goal or task),
+    the last feedback when there is one, ``Room:``, ``Inventory:`` and an optional labelled line (``listing``,
+    e.g. ``Admissible commands: …``), one per line; cut to ``max_chars`` with ``...``."""
+    lines = [header, *([feedback] if feedback else []), f"Room: {room}", f"Inventory: {inventory}"]
+    if listing is not None:
+        lines.append(listing)
+    text = "\n".join(lines)
+    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+
+
 def render_grid(rows: Iterable[Iterable[str]]) -> str:
     """Cells as single characters separated by spaces, rows separated by newlines (``S F F F``)."""
     return "\n".join(" ".join(row) for row in rows)

@@ -47,7 +47,7 @@ from gymnasium import spaces
 
 from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.envs import jvm
-from gigpo_lab.envs.base import TextEnv, text_space, vocabulary_of
+from gigpo_lab.envs.base import TextEnv, room_observation, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
 from gigpo_lab.envs.folds import (
     EVAL_FOLDS,
@@ -261,14 +261,15 @@ class ScienceWorldText(TextEnv):
     def observation_text(self) -> str:
         """Task, feedback, room, inventory and (``list_templates``) the command templates."""
         s = self._state
-        lines = [f"Task: {self._task}"]
-        if self.feedback:
-            lines.append(self.feedback)
-        lines += [f"Room: {clean(s['look'])}", f"Inventory: {_inventory(s['inventory'])}"]
-        if self.list_templates:
-            lines.append(f"Command templates: {', '.join(self.templates)}")
-        text = "\n".join(lines)
-        return text if len(text) <= MAX_OBS_CHARS else text[: MAX_OBS_CHARS - 3] + "..."
+        listing = f"Command templates: {', '.join(self.templates)}" if self.list_templates else None
+        return room_observation(
+            f"Task: {self._task}",
+            self.feedback,
+            clean(s["look"]),
+            _inventory(s["inventory"]),
+            listing,
+            MAX_OBS_CHARS,
+        )
 
     @cached_property
     def _vocabulary(self) -> list[str]:

@@ -52,7 +52,7 @@ from typing import Any, Optional
 from gymnasium import spaces
 
 from gigpo_lab.choices import choice_enum, default_of
-from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, text_space, vocabulary_of
+from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, room_observation, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
 from gigpo_lab.envs.schema import EnvConfig
 from gigpo_lab.envs.text_actions import normalize_action
@@ -305,14 +305,17 @@ class TextWorldText(TextEnv):
     def observation_text(self) -> str:
         """Goal, feedback, room, inventory and (``list_admissible``) the admissible commands."""
         s = self._state
-        lines = [f"Goal: {_clean(s['objective'])}"]
-        if self.feedback:
-            lines.append(self.feedback)
-        lines += [f"Room: {_clean(s['description'])}", f"Inventory: {_clean(s['inventory'])}"]
-        if self.list_admissible:
-            lines.append(f"Admissible commands: {', '.join(self.admissible_actions())}")
-        text = "\n".join(lines)
-        return text if len(text) <= MAX_OBS_CHARS else text[: MAX_OBS_CHARS - 3] + "..."
+        listing = (
+            f"Admissible commands: {', '.join(self.admissible_actions())}" if self.list_admissible else None
+        )
+        return room_observation(
+            f"Goal: {_clean(s['objective'])}",
+            self.feedback,
+            _clean(s["description"]),
+            _clean(s["inventory"]),
+            listing,
+            MAX_OBS_CHARS,
+        )
 
     def vocabulary(self) -> list[str]:
         """The words of the games' Inform 7 sources and commands, and the observation's labels."""

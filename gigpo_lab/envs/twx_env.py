@@ -49,7 +49,7 @@ from gymnasium import spaces
 from gigpo_lab.algorithm.settings import param
 from gigpo_lab.choices import choice_enum, default_of
 from gigpo_lab.envs import jvm
-from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, text_space, vocabulary_of
+from gigpo_lab.envs.base import TEXT_CHARSET, TextEnv, room_observation, text_space, vocabulary_of
 from gigpo_lab.envs.factory import register_env
 from gigpo_lab.envs.folds import (
     EVAL_FOLDS,
@@ -272,14 +272,17 @@ class TextWorldExpressText(TextEnv):
     def observation_text(self) -> str:
         """Task, feedback, room, inventory and (``list_admissible``) the admissible commands."""
         s = self._state
-        lines = [f"Task: {self._task}"]
-        if self.feedback:
-            lines.append(self.feedback)
-        lines += [f"Room: {clean(s['look'])}", f"Inventory: {inventory_text(s['inventory'])}"]
-        if self.list_admissible:
-            lines.append(f"Admissible commands: {', '.join(self.admissible_actions())}")
-        text = "\n".join(lines)
-        return text if len(text) <= MAX_OBS_CHARS else text[: MAX_OBS_CHARS - 3] + "..."
+        listing = (
+            f"Admissible commands: {', '.join(self.admissible_actions())}" if self.list_admissible else None
+        )
+        return room_observation(
+            f"Task: {self._task}",
+            self.feedback,
+            clean(s["look"]),
+            inventory_text(s["inventory"]),
+            listing,
+            MAX_OBS_CHARS,
+        )
 
     @cached_property
     def _vocabulary(self) -> list[str]:
