@@ -70,9 +70,7 @@ def assert_matches_oracle(name: str, rows: list[Row], params: dict) -> None:
 @EXAMPLES
 @given(data=st.data())
 def test_matches_the_loop_oracle(name, data):
-    rows = data.draw(batches(), label="rows")
-    params = data.draw(PARAMS[name], label="params")
-    assert_matches_oracle(name, rows, params)
+    _drawn_matches_oracle(name, data)
 
 
 @pytest.mark.slow  # about 5 times the default test's 40 s
@@ -80,6 +78,11 @@ def test_matches_the_loop_oracle(name, data):
 @THOROUGH
 @given(data=st.data())
 def test_matches_the_loop_oracle_thoroughly(name, data):
+    _drawn_matches_oracle(name, data)
+
+
+def _drawn_matches_oracle(name: str, data) -> None:
+    """One drawn batch and parameter set of estimator ``name`` against its loop oracle."""
     rows = data.draw(batches(), label="rows")
     params = data.draw(PARAMS[name], label="params")
     assert_matches_oracle(name, rows, params)
