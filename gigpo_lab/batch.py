@@ -51,6 +51,9 @@ class StepBatch:
         prompt_ids: (N, P) int64, left-padded; prompt_mask: (N, P) bool.
         response_ids: (N, R) int64, right-padded; response_mask: (N, R) bool.
         old_logprobs / ref_logprobs: (N, R) float, sampling and reference log-probs of the response tokens.
+        allowed_tokens: (N, V) bool, the tokens each row's first response token was drawn among (a policy with
+            invalid-action masking, ``Policy.allowed_tokens``); None = the whole vocabulary. Every log-prob of
+            the row is taken under that restriction.
         advantages: (N,) float, filled by the estimator.
         values: (N,) float, the critic's V(s_t) of each turn before this iteration's updates (``estimator=ppo``;
             the trainer scores them with the old log-probs, no grad). value_targets: (N,) float, the critic's
@@ -75,6 +78,7 @@ class StepBatch:
     response_ids: torch.Tensor | None = None
     response_mask: torch.Tensor | None = None
     old_logprobs: torch.Tensor | None = None
+    allowed_tokens: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     values: torch.Tensor | None = None
@@ -98,6 +102,12 @@ class StepBatch:
             "values",
         )
         return {n: getattr(self, n) for n in names}
+
+    def token_columns(self) -> tuple[torch.Tensor, ...]:
+        """What ``Policy.logprobs`` scores: prompt_ids, prompt_mask, response_ids, response_mask, and
+        allowed_tokens when the rows have it."""
+        columns = (self.prompt_ids, self.prompt_mask, self.response_ids, self.response_mask)
+        return columns if self.allowed_tokens is None else (*columns, self.allowed_tokens)
 
     def select(self, index: torch.Tensor) -> StepBatch:
         """The rows at ``index`` (shape (M,) int64 or (N,) bool), every tensor column sliced alike."""

@@ -178,7 +178,9 @@ def build_trainer(runtime, loop, out: Path, open_run: Callable, progress: Callab
             filename="iter{epoch:04d}",
             auto_insert_metric_name=False,  # iter0003.ckpt, not iterepoch=0003.ckpt
             every_n_epochs=loop.checkpoint_every,
-            save_top_k=-1 if loop.keep_checkpoints else 0,  # 0: last.ckpt alone, rewritten every checkpoint_every
+            save_top_k=-1
+            if loop.keep_checkpoints
+            else 0,  # 0: last.ckpt alone, rewritten every checkpoint_every
             save_last=True,
             save_on_train_epoch_end=True,
         ),

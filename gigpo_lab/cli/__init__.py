@@ -25,7 +25,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gigpo_lab.policy.export:main",
         "a checkpoint's HF policy as a Hugging Face model folder: gigpo-lab export CKPT OUT",
     ),
-    "study": ("gigpo_lab.study.cli:main", "a pre-registered study: plan, register, run, status, analyse SPEC"),
+    "study": (
+        "gigpo_lab.study.cli:main",
+        "a pre-registered study: plan, register, run, status, analyse SPEC",
+    ),
     "docs": ("gigpo_lab.configdoc:main", "write docs/CONFIG.md from the configs (--check: exit 1 if stale)"),
 }
 

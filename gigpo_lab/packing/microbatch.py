@@ -34,7 +34,9 @@ from gigpo_lab.packing.shared_prefix import (
     shared_prefix_logprobs,
 )
 
-Columns = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+#: prompt_ids, prompt_mask, response_ids, response_mask, and allowed_tokens when the rows have it
+#: (``StepBatch.token_columns``).
+Columns = tuple[torch.Tensor, ...]
 
 #: The units each loss aggregation averages over, per row (N,) from the response mask (N, R): a chunk's loss
 #: weighs its units' share of the minibatch's (see ``gigpo_lab.algorithm.loss.aggregate``).
@@ -45,9 +47,10 @@ AGGREGATION_UNITS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def trim_padding(prompt_ids, prompt_mask, response_ids, response_mask) -> Columns:
+def trim_padding(prompt_ids, prompt_mask, response_ids, response_mask, *allowed) -> Columns:
     """The four row columns without the prompt columns that no row uses (left padding) and the response
-    columns that no row uses (right padding); at least one column of each is kept.
+    columns that no row uses (right padding); at least one column of each is kept. ``allowed`` (the optional
+    (n, V) allowed_tokens) is passed through.
 
     Shapes: (n, P) and (n, R) in, (n, P') and (n, R') out with P' <= P, R' <= R.
     """
@@ -55,7 +58,13 @@ def trim_padding(prompt_ids, prompt_mask, response_ids, response_mask) -> Column
     first = int(used_p[0]) if len(used_p) else prompt_mask.shape[1] - 1
     used_r = response_mask.any(0).nonzero()
     width = int(used_r[-1]) + 1 if len(used_r) else 1
-    return prompt_ids[:, first:], prompt_mask[:, first:], response_ids[:, :width], response_mask[:, :width]
+    return (
+        prompt_ids[:, first:],
+        prompt_mask[:, first:],
+        response_ids[:, :width],
+        response_mask[:, :width],
+        *allowed,
+    )
 
 
 def length_sorted_chunks(
@@ -120,7 +129,8 @@ def chunked_logprobs(
 
     Args:
         scorer: anything with ``Policy.logprobs`` (the policy, or the frozen reference).
-        columns: prompt_ids, prompt_mask (N, P); response_ids, response_mask (N, R), on the CPU.
+        columns: prompt_ids, prompt_mask (N, P); response_ids, response_mask (N, R); optionally
+            allowed_tokens (N, V) (``StepBatch.token_columns``); on the CPU.
         shared_prefix: chunks of prompt-sorted rows, each chunk's common prompt prefix run once
             (``gigpo_lab.packing.shared_prefix``; the scorer must be a ``Policy``).
         max_tokens: with ``shared_prefix``, the most packed tokens a chunk may have (0 = rows only).
@@ -183,7 +193,7 @@ def microbatched_loss(
         ) from None
     tokens = mb.response_mask.sum(1).float()
     total_units, total_tokens = units.sum().clamp_min(1.0), tokens.sum().clamp_min(1.0)
-    columns = (mb.prompt_ids, mb.prompt_mask, mb.response_ids, mb.response_mask)
+    columns = mb.token_columns()
     first, inverse = distinct_rows(columns, distinct)
     rows_once = [c[first] for c in columns]
     chunks, logprobs = _chunking(policy, rows_once, size, shared_prefix, max_tokens)

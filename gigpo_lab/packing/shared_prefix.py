@@ -33,6 +33,7 @@ def shared_prefix_logprobs(
     prompt_mask: torch.Tensor,
     response_ids: torch.Tensor,
     response_mask: torch.Tensor,
+    allowed: torch.Tensor | None = None,
     temperature: float = 1.0,
     min_shared: int = 1,
     past: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
@@ -47,6 +48,7 @@ def shared_prefix_logprobs(
         policy: anything with ``Policy.forward_packed`` and ``logprobs``.
         prompt_ids: (n, P) int64, left-padded; prompt_mask: (n, P) bool.
         response_ids: (n, R) int64, right-padded; response_mask: (n, R) bool (a prefix of each row).
+        allowed: (n, V) bool or None: each row's allowed first response tokens (``Policy.logprobs``).
         min_shared: the shortest shared run that becomes a node; with no node at all (and no ``past``) it is
             plain ``policy.logprobs``.
         past: the keys and values of the first L prompt tokens, which every row starts with, already run
@@ -58,7 +60,9 @@ def shared_prefix_logprobs(
     prompts = [row[skip:] for row in unpadded(prompt_ids, prompt_mask)]
     nodes = prefix_tree(prompts, min_shared)
     if not past and all(node.row >= 0 for node in nodes):
-        return policy.logprobs(prompt_ids, prompt_mask, response_ids, response_mask, temperature=temperature)
+        return policy.logprobs(
+            prompt_ids, prompt_mask, response_ids, response_mask, allowed, temperature=temperature
+        )
     lengths = response_mask.sum(1)
     responses = [ids[:n].tolist() for ids, n in zip(response_ids, lengths.tolist(), strict=True)]
     packed = {k: v.to(prompt_ids.device) for k, v in packed_tree(nodes, responses).items()}
@@ -74,7 +78,11 @@ def shared_prefix_logprobs(
     index = starts[:, None] + column[None, :]
     index = torch.where(column[None, :] < lengths[rows][:, None], index, torch.zeros_like(index))
     row_logp, row_entropy = response_logprobs(
-        logits[index], response_ids[rows], response_mask[rows], temperature
+        logits[index],
+        response_ids[rows],
+        response_mask[rows],
+        temperature,
+        None if allowed is None else allowed[rows],
     )
     order = rows.argsort()
     return row_logp[order], row_entropy[order]

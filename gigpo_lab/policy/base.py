@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -56,6 +56,12 @@ class Policy(torch.nn.Module):
     def stop_ids(self) -> list[int]:
         """Token ids that end a response."""
         raise NotImplementedError
+
+    def allowed_tokens(self, admissible: Sequence[str]) -> torch.Tensor | None:
+        """The (V,) bool tokens the first response token may be in a state whose admissible commands are
+        ``admissible`` (invalid-action masking), or None: the whole vocabulary. The base policy does not mask;
+        ``TinyPolicy(mask_inadmissible=True)`` does."""
+        return None
 
     def forward_logits(
         self,
@@ -203,6 +209,7 @@ class Policy(torch.nn.Module):
         prompt_mask: torch.Tensor,
         response_ids: torch.Tensor,
         response_mask: torch.Tensor,
+        allowed: torch.Tensor | None = None,
         temperature: float = 1.0,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probabilities and entropies of the response tokens under the model's logits / ``temperature``.
@@ -213,6 +220,8 @@ class Policy(torch.nn.Module):
         Args:
             prompt_ids: (N, P) int64, left-padded; prompt_mask: (N, P) bool.
             response_ids: (N, R) int64, right-padded; response_mask: (N, R) bool.
+            allowed: (N, V) bool or None: the tokens each row's first response token was sampled among
+                (``allowed_tokens``); that position's distribution is restricted to them.
         Returns:
             logp (N, R) float: log p(response_ids[:, j] | prompt, response[:, :j]); 0 where masked.
             entropy (N, R) float: entropy of the full next-token distribution at that position; 0 where masked.
@@ -225,4 +234,4 @@ class Policy(torch.nn.Module):
         logits, _ = self.forward_logits(
             input_ids, attention_mask, None, logits_to_keep=response_len + 1, use_cache=False
         )
-        return response_logprobs(logits[:, :-1], response_ids, response_mask, temperature)
+        return response_logprobs(logits[:, :-1], response_ids, response_mask, temperature, allowed)

@@ -31,12 +31,15 @@ def build_tiny_policy(
     qk_norm: bool = True,
     mark_unchanged: bool = True,
     actions: Sequence[str] = (),
+    mask_inadmissible: bool = False,
 ) -> TinyPolicy:
     """A ``TinyPolicy`` over ``vocabulary`` (e.g. ``env.unwrapped.vocabulary()``), initialised from ``seed``
     alone (the global RNG is left untouched). With ``mark_unchanged`` the word ``UNCHANGED`` joins the
     vocabulary (after it, so the other words keep their ids). ``actions`` (``env.unwrapped.action_names``):
     each command of several words becomes one more token, after those (``WordTokenizer``'s phrases), so the
-    one-token response can be any command; an env whose commands are single words gets no new token."""
+    one-token response can be any command; an env whose commands are single words gets no new token.
+    ``mask_inadmissible``: the response token is drawn among the state's admissible commands alone
+    (``TinyPolicy``)."""
     import torch
 
     from gigpo_lab.policy.tiny import UNCHANGED, TinyPolicy
@@ -48,7 +51,7 @@ def build_tiny_policy(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = TinyGPT(tokenizer.vocab_size, d_model, n_layers, n_heads, max_seq_len, qk_norm)
-    return TinyPolicy(tokenizer, model, prompt_source, history_window, mark_unchanged)
+    return TinyPolicy(tokenizer, model, prompt_source, history_window, mark_unchanged, mask_inadmissible)
 
 
 def build_hf_policy(

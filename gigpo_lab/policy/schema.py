@@ -53,6 +53,11 @@ class TinyConfig:
     #: Layer-normalise each head's queries and keys (QK-LayerNorm), which bounds the attention logits
     #: (docs/WHY_RUNS_FAIL.md); false = plain attention.
     qk_norm: bool = default_of(build_tiny_policy, "qk_norm")
+    #: true = the response is drawn among the state's admissible commands alone (info["admissible_actions"];
+    #: invalid-action masking, arXiv 2006.14171), and the update, the reference and the entropy use that
+    #: restricted distribution; for the text benchmarks, whose vocabularies hold hundreds of commands with a
+    #: few valid in any state. false = the whole vocabulary; an invalid command is a wasted turn.
+    mask_inadmissible: bool = default_of(build_tiny_policy, "mask_inadmissible")
     #: Initialisation seed (default: the run seed).
     seed: int = RUN_SEED  # type: ignore[assignment]  # an interpolation, resolved to an int
 

@@ -15,9 +15,17 @@ was (the next observation, or the current one for the last entry, equals the ent
 then visible, which the actions alone do not show. The response is one token, then a stop token:
 ``default_max_new_tokens = 1`` (the env's wrapper accepts a bare admissible word such as ``left``). A command
 of several words (``go east``) is one token of its own (``build_tiny_policy(actions=...)``).
+
+With ``mask_inadmissible`` the response token is drawn from the state's admissible commands alone
+(``info["admissible_actions"]``, ``allowed_tokens``): invalid-action masking (Huang & Ontañón 2022, "A Closer
+Look at Invalid Action Masking in Policy Gradient Algorithms", arXiv 2006.14171). The rollout keeps each row's
+mask, and the update, the reference and the entropy take every log-prob under the same restricted
+distribution, so the PPO ratio compares the distributions the tokens were drawn from.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
@@ -45,6 +53,7 @@ class TinyPolicy(Policy):
         history_window: how many past (observation, action) pairs enter the prompt; 0 = none.
         mark_unchanged: end a history entry with ``UNCHANGED`` when its action left the observation as it was
             (module doc); the tokenizer must know the word.
+        mask_inadmissible: sample the response token among the admissible commands only (module doc).
     """
 
     default_max_new_tokens = 1
@@ -63,6 +72,7 @@ class TinyPolicy(Policy):
         prompt_source: str = "anchor",
         history_window: int = 0,
         mark_unchanged: bool = False,
+        mask_inadmissible: bool = False,
     ):
         super().__init__()
         if prompt_source not in PROMPT_SOURCES:
@@ -80,6 +90,7 @@ class TinyPolicy(Policy):
                 "build_tiny_policy(..., mark_unchanged=True) adds it"
             )
         self._unchanged = [tokenizer.token_to_id[UNCHANGED]] if self.mark_unchanged else []
+        self.mask_inadmissible = bool(mask_inadmissible)
         self._encoded: dict[str, list[int]] = {}  # text -> ids (``_encode``)
 
     def build_prompt(self, observation: str, anchor: str, history: list[tuple[str, str]]) -> list[int]:
@@ -121,6 +132,25 @@ class TinyPolicy(Policy):
 
     def stop_ids(self) -> list[int]:
         return [self.tokenizer.eos_id, self.tokenizer.action_close_id]
+
+    def allowed_tokens(self, admissible: Sequence[str]) -> torch.Tensor | None:
+        """With ``mask_inadmissible``: (V,) bool, True on the token of each admissible command that is one token
+        of the vocabulary (the commands the policy can say). None without the option, or when no admissible
+        command is in the vocabulary (the whole vocabulary then, as without masking)."""
+        if not self.mask_inadmissible:
+            return None
+        ids = {self._command_id(command) for command in admissible} - {None}
+        if not ids:
+            return None
+        allowed = torch.zeros(self.model.tok_emb.num_embeddings, dtype=torch.bool)
+        allowed[list(ids)] = True
+        return allowed
+
+    def _command_id(self, command: str) -> int | None:
+        """The one token that says ``command`` (its phrase token, or its single word; the env's action names are
+        the tokenizer's phrases, so the text is taken as it is), else None."""
+        ids = self._encode(command)
+        return ids[0] if len(ids) == 1 and ids[0] != self.tokenizer.unk_id else None
 
     def forward_logits(
         self,

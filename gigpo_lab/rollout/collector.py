@@ -105,7 +105,7 @@ class Collector:
         keep = ~failed[rows["env_index"]]  # the rows of trajectories whose env raised are dropped
         order = torch.argsort(rows["env_index"] * (len(turns) + 1) + rows["step"])
         order = order[keep[order]]
-        rows = {k: v[order] for k, v in rows.items()}
+        rows = {k: v[order] for k, v in rows.items() if v is not None}
         anchors = [anchors[i] for i in order.tolist()]
         next_anchors = [next_anchors[i] for i in order.tolist()]
         traj_ids = rows["env_index"]
@@ -126,6 +126,7 @@ class Collector:
             response_ids=rows["response_ids"],
             response_mask=rows["response_mask"],
             old_logprobs=rows["logprobs"],
+            allowed_tokens=rows.get("allowed_tokens"),
             next_anchor_texts=next_anchors,  # exploration bonuses count them
             extras={
                 "success": success,

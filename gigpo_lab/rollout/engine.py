@@ -78,7 +78,9 @@ class Engine(Protocol):
     ) -> GenerationOutput:
         """Sample one response per prompt. prompt_ids (N, P) int64 left-padded; prompt_mask (N, P) bool;
         ``generator``: one for the batch, or N, one per row (``row_generators``); ``temperature`` (> 0) replaces
-        ``sampling.temperature`` for this call (None: keep it)."""
+        ``sampling.temperature`` for this call (None: keep it). A policy with invalid-action masking
+        (``Policy.allowed_tokens``) also passes ``allowed`` (N, V) bool, the tokens each row's first response
+        token may be; only the torch engine takes it."""
         ...
 
     def sync_weights(self, policy) -> None:

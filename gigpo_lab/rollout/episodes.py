@@ -40,6 +40,8 @@ class Turn:
         truncated: (n,) bool, the episode ended at this step by the time limit (truncated, not terminated).
         observations / texts: n prompt observations and decoded responses.
         next_anchors: n anchor strings after the step (an env that raised: the anchor before it).
+        allowed: (n, V) bool, the tokens each row's first response token was drawn among
+            (``policy.allowed_tokens``), or None: the whole vocabulary.
     """
 
     env_index: torch.Tensor
@@ -56,6 +58,7 @@ class Turn:
     observations: list[str]
     texts: list[str]
     next_anchors: list[str]
+    allowed: torch.Tensor | None = None
 
 
 @dataclass
@@ -91,6 +94,16 @@ def _decoding(greedy: bool, temperature: float | None) -> dict:
     """The decoding keywords of ``engine.generate``: ``temperature`` only when set (an engine written before it
     takes ``greedy`` alone)."""
     return {"greedy": greedy} if temperature is None else {"greedy": greedy, "temperature": temperature}
+
+
+def allowed_rows(policy: Policy, admissible: Sequence[Sequence[str]]) -> torch.Tensor | None:
+    """(n, V) bool, row k the tokens ``policy.allowed_tokens(admissible[k])`` (a row it leaves unrestricted: all
+    True), or None when it restricts no row (a policy without invalid-action masking)."""
+    rows = [policy.allowed_tokens(commands) for commands in admissible]
+    if all(r is None for r in rows):
+        return None
+    width = next(r for r in rows if r is not None).shape[0]
+    return torch.stack([torch.ones(width, dtype=torch.bool) if r is None else r for r in rows])
 
 
 def run_episodes(
@@ -133,11 +146,12 @@ def play_episodes(
         FloatingPointError: an env returned a NaN or infinite reward (names the env, seed and step).
     """
     own = row_generators(generator, len(envs))
-    observations, anchors = [], []
+    observations, anchors, admissible = [], [], []
     for env, seed in zip(envs, seeds, strict=True):
         obs, info = env.reset(seed=int(seed))
         observations.append(obs)
         anchors.append(info["anchor"])
+        admissible.append(info.get("admissible_actions", ()))
     history: list[list[tuple[str, str]]] = [[] for _ in envs]
     success = torch.zeros(len(envs), dtype=torch.bool)
     errors: dict[int, EnvError] = {}
@@ -150,7 +164,11 @@ def play_episodes(
         prompts = [policy.build_prompt(observations[i], anchors[i], history[i]) for i in active]
         prompt_ids, prompt_mask = left_pad(prompts, pad_id)
         streams = generator if own is None else [own[i] for i in active]
-        out = engine.generate(prompt_ids, prompt_mask, **_decoding(greedy, temperature), generator=streams)
+        allowed = allowed_rows(policy, [admissible[i] for i in active])
+        masking = {} if allowed is None else {"allowed": allowed}
+        out = engine.generate(
+            prompt_ids, prompt_mask, **_decoding(greedy, temperature), generator=streams, **masking
+        )
         rewards, invalid, cut, turn_anchors, turn_obs, still_active = [], [], [], [], [], []
         next_anchors = []
         for i, text in zip(active, out.texts, strict=True):
@@ -178,6 +196,7 @@ def play_episodes(
             turn_obs.append(observations[i])
             history[i].append((observations[i], text))
             observations[i], anchors[i] = obs, info["anchor"]
+            admissible[i] = info.get("admissible_actions", ())
             next_anchors.append(anchors[i])
             if terminated or truncated:
                 success[i] = bool(info.get("success", False))
@@ -199,6 +218,7 @@ def play_episodes(
                 observations=turn_obs,
                 texts=list(out.texts),
                 next_anchors=next_anchors,
+                allowed=allowed,
             )
         )
         active = still_active
@@ -209,7 +229,8 @@ def stack_turns(turns: Sequence[Turn], pad_id: int) -> dict[str, torch.Tensor]:
     """Concatenate the turns' rows: prompts left-padded and responses right-padded to the widest turn.
 
     Returns tensors over all M rows: env_index, step (M,) int64; prompt_ids/prompt_mask (M, P);
-    response_ids/response_mask/logprobs (M, R); rewards (M,) float32; invalid, truncated (M,) bool.
+    response_ids/response_mask/logprobs (M, R); rewards (M,) float32; invalid, truncated (M,) bool; and
+    allowed_tokens (M, V) bool when any turn restricted its tokens (a turn that did not: all True), else None.
     """
     width_p = max(t.prompt_ids.shape[1] for t in turns)
     width_r = max(t.response_ids.shape[1] for t in turns)
@@ -233,4 +254,19 @@ def stack_turns(turns: Sequence[Turn], pad_id: int) -> dict[str, torch.Tensor]:
         "rewards": torch.cat([t.rewards for t in turns]),
         "invalid": torch.cat([t.invalid for t in turns]),
         "truncated": torch.cat([t.truncated for t in turns]),
+        "allowed_tokens": _stack_allowed(turns),
     }
+
+
+def _stack_allowed(turns: Sequence[Turn]) -> torch.Tensor | None:
+    """The turns' ``allowed`` rows (M, V) bool, a turn without them all True; None when no turn has them."""
+    masks = [t.allowed for t in turns]
+    if all(m is None for m in masks):
+        return None
+    width = next(m for m in masks if m is not None).shape[1]
+    return torch.cat(
+        [
+            torch.ones(len(t.env_index), width, dtype=torch.bool) if m is None else m
+            for t, m in zip(turns, masks, strict=True)
+        ]
+    )

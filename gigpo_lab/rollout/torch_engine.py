@@ -153,9 +153,11 @@ class TorchEngine:
         greedy: bool = False,
         generator: Generators = None,
         temperature: float | None = None,
+        allowed: torch.Tensor | None = None,
     ) -> GenerationOutput:
         """Sample one response per prompt (greedy if ``greedy`` or ``sampling.greedy``), at ``temperature``
-        (None: ``sampling.temperature``).
+        (None: ``sampling.temperature``), the first token among ``allowed`` (N, V) bool when given (invalid-action
+        masking, ``Policy.allowed_tokens``: the log-probs are those of the restricted distribution).
 
         A row leaves the batch (its cache rows are dropped) as soon as it emits a stop id.
 
@@ -172,7 +174,7 @@ class TorchEngine:
         # (merge_lora's merge) opens outside the autocast, so the merged weights stay at the weights' dtype.
         cast = self.autocast and torch.autocast(self.policy.device.type, getattr(torch, self.autocast))
         with torch.no_grad(), self.session(), cast or contextlib.nullcontext():
-            return self._generate(prompt_ids, prompt_mask, greedy, generator, temperature)
+            return self._generate(prompt_ids, prompt_mask, greedy, generator, temperature, allowed)
 
     def _generate(
         self,
@@ -181,6 +183,7 @@ class TorchEngine:
         greedy: bool,
         generator: Generators,
         temperature: float | None,
+        allowed: torch.Tensor | None = None,
     ) -> GenerationOutput:
         import torch
 
@@ -201,6 +204,10 @@ class TorchEngine:
             response_mask = torch.zeros(n, budget, dtype=torch.bool, device=device)
             logprobs = torch.zeros(n, budget, device=device)
             rows = torch.arange(n, device=device)  # batch row -> output row
+            if allowed is not None:
+                from gigpo_lab.packing.logprobs import restrict_logits
+
+                logits = restrict_logits(logits, allowed)
             for step in range(budget):
                 log_dist = sampling_log_probs(logits, tau, sampling.top_p)
                 token = log_dist.argmax(-1) if greedy else sample_tokens(log_dist, own or generator)

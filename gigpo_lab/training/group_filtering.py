@@ -153,5 +153,6 @@ def take_groups(
         response_ids=cat("response_ids", False, pad_id),
         response_mask=cat("response_mask", False, False),
         old_logprobs=cat("old_logprobs", False, 0.0),
+        allowed_tokens=None if chunks[0].allowed_tokens is None else cat("allowed_tokens"),
         extras=merged,
     )

@@ -68,7 +68,7 @@ class PolicyPasses:
         With ``reuse_rollout_logprobs`` the engine's sampling log-probs stay the old ones and only the reference
         is scored (no entropy or gap metrics then); with ``micro_batch_size`` the rows are scored in chunks.
         """
-        cols = (batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
+        cols = batch.token_columns()
         if self.loop.reuse_rollout_logprobs:
             if self.reference is not None:
                 batch.ref_logprobs = self._logprobs(self.reference, cols, device)[0]
@@ -131,14 +131,7 @@ class PolicyPasses:
                 self.critic_loss(mb, device, iteration, backward)
             return loss, out
         logprobs = distinct_rows_logprobs if self.loop.distinct_rows else _plain_logprobs
-        logp, entropy = logprobs(
-            self.policy,
-            mb.prompt_ids,
-            mb.prompt_mask,
-            mb.response_ids,
-            mb.response_mask,
-            temperature=self.temperature,
-        )
+        logp, entropy = logprobs(self.policy, *mb.token_columns(), temperature=self.temperature)
         out = self.loss_fn(logp, mb.old_logprobs, mb.advantages, mb.response_mask, entropy, mb.ref_logprobs)
         if self.critic:
             return out.loss + self.critic_loss(mb, device, iteration), out
