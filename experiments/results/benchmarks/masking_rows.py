@@ -1,0 +1,88 @@
+"""The tiny policy's rows on TextWorldExpress (issue #62 items 2 and 5), read from the runs' MLflow stores into
+``masking_rows.json``: per run its env, seed, action handling (``model.mask_inadmissible``), the sampled dev-fold
+success of every evaluation (by iteration), the rollout invalid rate and ``adv/singleton_frac`` per iteration,
+and the wall seconds.
+
+    python experiments/results/benchmarks/masking_rows.py sqlite:////tmp/tm/sweep.db sqlite:////tmp/tm/sweep_false.db
+
+Prints the table of README.md's "Invalid-action masking" section. The stores are the runs' own (outside the
+repository); the JSON is the record.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+OUT = Path(__file__).with_name("masking_rows.json")
+
+
+def rows(uri: str) -> list[dict]:
+    client = MlflowClient(uri)
+    found = []
+    for run in client.search_runs([e.experiment_id for e in client.search_experiments()]):
+        params = run.data.params
+        if run.info.status != "FINISHED" or "env.name" not in params:
+            continue
+
+        def hist(key: str, run=run) -> list[list[float]]:
+            return [[m.step, m.value] for m in client.get_metric_history(run.info.run_id, key)]
+
+        found.append(
+            {
+                "env": params["env.name"],
+                "seed": int(params["seed"]),
+                "mask_inadmissible": params.get("model.mask_inadmissible", "false").lower() == "true",
+                "eval_success": hist("eval/success_rate"),
+                "rollout_invalid_rate": hist("rollout/invalid_rate"),
+                "singleton_frac": hist("adv/singleton_frac"),
+                "wall_s": (run.info.end_time - run.info.start_time) / 1000,
+                "store": uri,
+                "run_id": run.info.run_id,
+            }
+        )
+    return found
+
+
+def at(history: list[list[float]], step: int) -> float | None:
+    return next((v for s, v in history if s == step), None)
+
+
+def table(all_rows: list[dict]) -> str:
+    lines = [
+        "| env | action handling | seeds | dev success: start | after 10 | after 30 | invalid rate, last iteration |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    groups: dict[tuple, list[dict]] = {}
+    for r in all_rows:
+        groups.setdefault((r["env"], r["mask_inadmissible"]), []).append(r)
+    for (env, mask), group in sorted(groups.items()):
+
+        def cell(step: int, group=group) -> str:
+            values = [v for r in group if (v := at(r["eval_success"], step)) is not None]
+            if not values:
+                return "—"
+            return f"{statistics.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
+
+        invalid = [r["rollout_invalid_rate"][-1][1] for r in group]
+        lines.append(
+            f"| {env} | {'admissible only' if mask else 'whole vocabulary'} | "
+            f"{', '.join(str(r['seed']) for r in sorted(group, key=lambda r: r['seed']))} | {cell(0)} | "
+            f"{cell(10)} | {cell(30)} | {statistics.mean(invalid):.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    all_rows = [r for uri in sys.argv[1:] for r in rows(uri)]
+    all_rows.sort(key=lambda r: (r["env"], r["mask_inadmissible"], r["seed"]))
+    OUT.write_text(json.dumps(all_rows, indent=1) + "\n")
+    print(table(all_rows))
+
+
+if __name__ == "__main__":
+    main()
