@@ -59,3 +59,47 @@ def test_an_arm_is_its_estimator_with_one_documented_change(arm, key, value):
     cfg = compose_config([f"+experiments/arm={arm}"])
     got = OmegaConf.select(cfg, key)
     assert (str(got) if isinstance(value, str) else got) == value
+
+
+#: The LLM study's arms (experiments/studies/gigpo_llm_claims.yaml), as the issue names them: the estimator, its
+#: normalisation of the episode level (over trajectories or over step rows: "rows") and its mode, and the stream.
+LLM_STUDY_ARMS = {
+    "gigpo_paper": ("gigpo", "trajectories", "mean_norm", "NoBonus", False),
+    "gigpo_paper_std": ("gigpo", "trajectories", "mean_std_norm", "NoBonus", False),
+    "grpo_paper": ("grpo", "trajectories", "mean_std_norm", "NoBonus", False),
+    "placebo_paper": ("gigpo", "trajectories", "mean_norm", "NoBonus", True),
+    "rloo": ("rloo", None, None, "NoBonus", False),
+    "gigpo_lab": ("gigpo", "rows", "mean_norm", "NoBonus", False),
+    "grpo_lab": ("grpo", "rows", "mean_norm", "NoBonus", False),
+    "gigpo_lab_stream": ("gigpo", "rows", "mean_norm", "CountBonus", False),
+    "grpo_lab_stream": ("grpo", "rows", "mean_norm", "CountBonus", False),
+}
+
+
+@pytest.mark.parametrize("arm", sorted(LLM_STUDY_ARMS))
+def test_the_llm_study_arms_are_the_normalisations_they_name(arm):
+    from omegaconf import OmegaConf
+
+    from gigpo_lab.study.spec import load_spec
+
+    spec = load_spec("gigpo_llm_claims").spec
+    assert set(spec.arms) == set(LLM_STUDY_ARMS)
+    cfg = compose_config(list(spec.arms[arm]))
+    estimator, over, mode, stream, placebo = LLM_STUDY_ARMS[arm]
+    assert cfg.estimator._target_.rsplit(".", 1)[-1].lower().startswith(estimator)
+    assert OmegaConf.select(cfg, "estimator.normalize_over") == over
+    assert OmegaConf.select(cfg, "estimator.mode") == mode
+    assert cfg.exploration._target_.rsplit(".", 1)[-1] == stream
+    assert bool(OmegaConf.select(cfg, "estimator.placebo", default=False)) == placebo
+
+
+def test_the_llm_study_settings_compose():
+    from gigpo_lab.study.spec import load_spec
+
+    spec = load_spec("gigpo_llm_claims").spec
+    for name, overrides in spec.settings.items():
+        cfg = compose_config(list(overrides))
+        assert cfg.env.name, name
+    llm = compose_config(list(spec.settings["llm"]))
+    assert llm.model._target_.endswith("build_smollm2_policy") and llm.model.lora.enabled
+    assert (llm.env.settings.level, llm.trainer.iterations, llm.rollout.eval_temperature) == (2, 2, 1.0)
