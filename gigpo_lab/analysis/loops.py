@@ -46,6 +46,7 @@ def action_probabilities(
     response_ids: torch.Tensor,
     response_mask: torch.Tensor,
     action_ids: Sequence[int],
+    allowed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The policy's probability of answering each action, at one state.
 
@@ -56,6 +57,8 @@ def action_probabilities(
         prompt_ids / prompt_mask: (1, P), one state's prompt as the rollout built it.
         response_ids / response_mask: (1, R), the response the policy gave there.
         action_ids: A token ids, one per action name.
+        allowed: (1, V) bool, the tokens the answer was drawn among (``Turn.allowed``, a policy with
+            invalid-action masking), or None: the whole vocabulary.
     Returns:
         (A,) float, the probability of each whole response; their sum is at most 1.
     """
@@ -63,7 +66,10 @@ def action_probabilities(
     responses = response_ids.repeat(a, 1)
     responses[:, 0] = torch.as_tensor(action_ids, dtype=responses.dtype)
     mask = response_mask.repeat(a, 1)
-    logp, _ = policy.logprobs(prompt_ids.repeat(a, 1), prompt_mask.repeat(a, 1), responses, mask)
+    columns = (prompt_ids.repeat(a, 1), prompt_mask.repeat(a, 1), responses, mask)
+    if allowed is not None:
+        columns = (*columns, allowed.repeat(a, 1))
+    logp, _ = policy.logprobs(*columns)
     return (logp * mask).sum(1).exp()
 
 
@@ -102,6 +108,7 @@ def greedy_loops(turns, success: torch.Tensor, policy, action_names: Sequence[st
                     turn.response_ids[j : j + 1],
                     turn.response_mask[j : j + 1],
                     ids,
+                    None if turn.allowed is None else turn.allowed[j : j + 1],
                 )
                 probs = dict(zip(action_names, p.tolist(), strict=True))
             cycle.append(

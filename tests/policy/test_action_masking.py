@@ -154,3 +154,25 @@ def test_the_option_reaches_the_policy(mask, tiny_overrides, tmp_path):
     assert (allowed is not None) == mask
     if mask:
         assert allowed.sum().item() == len(info["admissible_actions"])
+
+
+def test_greedy_loop_reports_use_the_restricted_distribution():
+    from gigpo_lab.analysis.loops import action_probabilities, action_token_ids
+
+    policy = tiny(mask=True)
+    batch, _ = collect(policy)
+    names = household().unwrapped.action_names
+    ids = action_token_ids(policy.tokenizer, names)
+    row = slice(0, 1)
+    columns = (
+        batch.prompt_ids[row],
+        batch.prompt_mask[row],
+        batch.response_ids[row],
+        batch.response_mask[row],
+    )
+    probs = action_probabilities(policy, *columns, ids, batch.allowed_tokens[row])
+    allowed = batch.allowed_tokens[0, ids]
+    assert (probs[~allowed] == 0).all() and probs[allowed].sum().item() == pytest.approx(1.0, abs=1e-5)
+    assert (
+        action_probabilities(policy, *columns, ids)[allowed].sum().item() < 0.99
+    )  # unrestricted: mass elsewhere
