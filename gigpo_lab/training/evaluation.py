@@ -17,7 +17,8 @@ does on a CPU; a GPU kernel chosen by batch size may change the last bits of a l
 
 ``EvalCurve`` keeps the run's sampled success against env steps and gives the two primary metrics:
 
-* ``eval/final``: the mean sampled success over the last ``FINAL_WINDOW`` evaluations;
+* ``eval/final``: the mean sampled success over the last ``trainer.final_window`` evaluations (3 by default;
+  1 = the last evaluation alone, for a budget so short that the last three reach back to the start);
 * ``eval/auc``: the area under the sampled success curve against env steps, divided by the env steps it
   spans (trapezoids from the first evaluation, at step 0, to the last): the mean success over the run's own
   span, in [0, 1]. Runs of one iteration budget may span different env steps (episodes end sooner as a policy
@@ -32,16 +33,21 @@ import torch
 
 from gigpo_lab.rollout.held_out import table_metrics
 from gigpo_lab.training.distributed import episode_share, gather_episodes, world_of
+from gigpo_lab.training.schema import TrainerConfig  # eval/final's window: its default and bound
 from gigpo_lab.training.seeds import eval_seeds, eval_stream_seed
-
-#: Evaluations averaged by ``eval/final``.
-FINAL_WINDOW = 3
 
 
 class EvalCurve:
-    """The (env steps, sampled success) points of a run's evaluations, checkpointed with the module."""
+    """The (env steps, sampled success) points of a run's evaluations, checkpointed with the module.
 
-    def __init__(self) -> None:
+    Args:
+        window: how many of the last evaluations ``eval/final`` averages (>= 1).
+    """
+
+    def __init__(self, window: int = TrainerConfig.final_window) -> None:
+        if window < 1:
+            raise ValueError(f"final_window={window} must be >= 1")
+        self.window = window
         self.steps: list[float] = []
         self.success: list[float] = []
 
@@ -57,8 +63,8 @@ class EvalCurve:
         return {"eval/final": self.final(), "eval/auc": self.auc()}
 
     def final(self) -> float:
-        """The mean success of the last ``FINAL_WINDOW`` evaluations (fewer, early in a run)."""
-        last = self.success[-FINAL_WINDOW:]
+        """The mean success of the last ``window`` evaluations (fewer, early in a run)."""
+        last = self.success[-self.window :]
         return sum(last) / len(last)
 
     def auc(self) -> float:

@@ -119,7 +119,7 @@ class GiGPOModule(L.LightningModule):
         self.seed = seed
         self.eval_episodes, self.eval_greedy = eval_episodes, eval_greedy
         self.eval_temperature, self.eval_greedy_episodes = eval_temperature, eval_greedy_episodes
-        self.eval_curve = EvalCurve()
+        self.eval_curve = EvalCurve(loop.final_window)
         self.exploration = exploration if exploration is not None else NoBonus()
         self.group_filter = group_filter if group_filter is not None else NoFilter()
         if loop.reuse_rollout_logprobs and not getattr(engine, "samples_policy_logprobs", False):

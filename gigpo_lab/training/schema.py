@@ -95,6 +95,10 @@ class TrainerConfig:
     keep_checkpoints: bool = True
     #: Evaluate on held-out seeds every N iterations (and after the last); 0 = never.
     eval_every: int = param(5, low=0)
+    #: How many of the last evaluations eval/final averages: 3 smooths a long run's end; 1 = the last
+    #: evaluation alone, for a budget of a few evaluations, where the last three would reach back to the
+    #: untrained policy's.
+    final_window: int = param(3, low=1)
     #: Write a JSONL sample of trajectories to MLflow every N iterations; 0 = never.
     sample_every: int = param(10, low=0)
 

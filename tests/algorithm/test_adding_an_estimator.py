@@ -35,7 +35,9 @@ def lab(tmp_path, monkeypatch):
     sys.modules.pop(f"gigpo_lab.algorithm.{NAME}", None)
     store = ConfigStore.instance().repo
     store["schema"]["estimator"].pop(f"{NAME}.yaml", None)
-    store["estimator"].pop(f"{NAME}.yaml", None)  # stored as an option too (register_schemas): a later test in
+    store["estimator"].pop(
+        f"{NAME}.yaml", None
+    )  # stored as an option too (register_schemas): a later test in
     config_paths._STORED.clear()  # this worker must not list it, so the next compose stores the schemas again
 
 

@@ -163,7 +163,13 @@ def test_an_llm_run_prints_only_the_labs_lines(tmp_path):
     done = _train(args, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = _lines(done)
-    for noise in ("Loading weights", "Writing model shards", "is_gradient_checkpointing", "FutureWarning", "it/s]"):
+    for noise in (
+        "Loading weights",
+        "Writing model shards",
+        "is_gradient_checkpointing",
+        "FutureWarning",
+        "it/s]",
+    ):
         assert not [ln for ln in lines if noise in ln], noise
     _no_noise_no_repeats(lines)
     assert any(ln.startswith("gigpo-lab: run finished in ") for ln in lines)

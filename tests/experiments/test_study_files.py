@@ -103,3 +103,7 @@ def test_the_llm_study_settings_compose():
     llm = compose_config(list(spec.settings["llm"]))
     assert llm.model._target_.endswith("build_smollm2_policy") and llm.model.lora.enabled
     assert (llm.env.settings.level, llm.trainer.iterations, llm.rollout.eval_temperature) == (2, 2, 1.0)
+    # a budget of a few evaluations: eval_final is the last one, not a mean reaching back to the untrained policy
+    rooms = compose_config(list(spec.settings["textworld_coin_rooms"]))
+    assert llm.trainer.final_window == rooms.trainer.final_window == 1
+    assert rooms.model.mask_inadmissible and rooms.env.settings.level == 8

@@ -9,7 +9,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gigpo_lab.training.evaluation import FINAL_WINDOW, EvalCurve
+from gigpo_lab.training.evaluation import EvalCurve
+from gigpo_lab.training.schema import TrainerConfig
 
 
 def _oracle(steps: list[float], success: list[float]) -> tuple[float, float]:
@@ -27,7 +28,7 @@ def test_a_hand_computed_curve():
     # areas: 1000*0.25 + 2000*0.75 + 1000*0.75 = 250 + 1500 + 750 = 2500 over 4000 steps
     assert out[-1] == {"eval/final": pytest.approx(2.0 / 3.0), "eval/auc": pytest.approx(0.625)}
     assert out[0] == {"eval/final": 0.0, "eval/auc": 0.0}
-    assert FINAL_WINDOW == 3
+    assert TrainerConfig.final_window == 3
 
 
 @given(
@@ -132,3 +133,26 @@ def test_an_evaluation_at_the_same_env_steps_replaces_the_last_point():
     out = curve.add(200, 0.9)
     assert curve.steps == [0.0, 100.0, 200.0] and curve.success == [0.0, 0.5, 0.9]
     assert out["eval/final"] == pytest.approx((0.0 + 0.5 + 0.9) / 3)
+
+
+@given(
+    st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12),
+    st.integers(1, 5),
+)
+def test_final_averages_the_last_window_evaluations(success, window):
+    curve = EvalCurve(window)
+    for step, value in enumerate(success):
+        out = curve.add(1000 * step, value)
+    assert out["eval/final"] == pytest.approx(float(np.mean(success[-window:])))
+
+
+def test_the_window_is_the_trainer_key(tiny_overrides, tmp_path):
+    """trainer.final_window reaches the module's curve (1: eval/final is the last evaluation alone)."""
+    from real_runs import run_cfg
+
+    from gigpo_lab.train import build
+
+    module = build(run_cfg(tiny_overrides, tmp_path, "w1", "trainer.final_window=1"))
+    assert module.eval_curve.window == 1
+    module.eval_curve.add(0, 0.0)
+    assert module.eval_curve.add(100, 1.0)["eval/final"] == 1.0
