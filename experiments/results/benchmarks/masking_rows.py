@@ -26,7 +26,7 @@ def rows(uri: str) -> list[dict]:
     found = []
     for run in client.search_runs([e.experiment_id for e in client.search_experiments()]):
         params = run.data.params
-        if run.info.status != "FINISHED" or "env.name" not in params:
+        if "env.name" not in params:  # the multirun's parent
             continue
 
         def hist(key: str, run=run) -> list[list[float]]:
@@ -40,7 +40,9 @@ def rows(uri: str) -> list[dict]:
                 "eval_success": hist("eval/success_rate"),
                 "rollout_invalid_rate": hist("rollout/invalid_rate"),
                 "singleton_frac": hist("adv/singleton_frac"),
-                "wall_s": (run.info.end_time - run.info.start_time) / 1000,
+                "status": run.info.status,  # KILLED: stopped before its last iteration (README.md says why)
+                "iterations": len(hist("rollout/invalid_rate")),
+                "wall_s": (run.info.end_time - run.info.start_time) / 1000 if run.info.end_time else None,
                 "store": uri,
                 "run_id": run.info.run_id,
             }
@@ -54,8 +56,9 @@ def at(history: list[list[float]], step: int) -> float | None:
 
 def table(all_rows: list[dict]) -> str:
     lines = [
-        "| env | action handling | seeds | dev success: start | after 10 | after 30 | invalid rate, last iteration |",
-        "|---|---|---|---|---|---|---|",
+        "| env | action handling | seeds (iterations run) | dev success: start | after 5 | after 10 | after 30 "
+        "| invalid rate, last iteration |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     groups: dict[tuple, list[dict]] = {}
     for r in all_rows:
@@ -69,10 +72,10 @@ def table(all_rows: list[dict]) -> str:
             return f"{statistics.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
 
         invalid = [r["rollout_invalid_rate"][-1][1] for r in group]
+        seeds = ", ".join(f"{r['seed']} ({r['iterations']})" for r in sorted(group, key=lambda r: r["seed"]))
         lines.append(
-            f"| {env} | {'admissible only' if mask else 'whole vocabulary'} | "
-            f"{', '.join(str(r['seed']) for r in sorted(group, key=lambda r: r['seed']))} | {cell(0)} | "
-            f"{cell(10)} | {cell(30)} | {statistics.mean(invalid):.3f} |"
+            f"| {env} | {'admissible only' if mask else 'whole vocabulary'} | {seeds} | "
+            f"{cell(0)} | {cell(5)} | {cell(10)} | {cell(30)} | {statistics.mean(invalid):.3f} |"
         )
     return "\n".join(lines)
 
