@@ -100,10 +100,21 @@ def allowed_rows(policy: Policy, admissible: Sequence[Sequence[str]]) -> torch.T
     """(n, V) bool, row k the tokens ``policy.allowed_tokens(admissible[k])`` (a row it leaves unrestricted: all
     True), or None when it restricts no row (a policy without invalid-action masking)."""
     rows = [policy.allowed_tokens(commands) for commands in admissible]
-    if all(r is None for r in rows):
+    return _concat_masks([None if r is None else r[None] for r in rows], [1] * len(rows))
+
+
+def _concat_masks(masks: Sequence[torch.Tensor | None], counts: Sequence[int]) -> torch.Tensor | None:
+    """Concatenate (counts[k], V) bool masks along rows, a None part standing for counts[k] unrestricted rows
+    (all True); None when every part is None."""
+    if all(m is None for m in masks):
         return None
-    width = next(r for r in rows if r is not None).shape[0]
-    return torch.stack([torch.ones(width, dtype=torch.bool) if r is None else r for r in rows])
+    width = next(m for m in masks if m is not None).shape[1]
+    return torch.cat(
+        [
+            torch.ones(n, width, dtype=torch.bool) if m is None else m
+            for m, n in zip(masks, counts, strict=True)
+        ]
+    )
 
 
 def run_episodes(
@@ -260,13 +271,4 @@ def stack_turns(turns: Sequence[Turn], pad_id: int) -> dict[str, torch.Tensor]:
 
 def _stack_allowed(turns: Sequence[Turn]) -> torch.Tensor | None:
     """The turns' ``allowed`` rows (M, V) bool, a turn without them all True; None when no turn has them."""
-    masks = [t.allowed for t in turns]
-    if all(m is None for m in masks):
-        return None
-    width = next(m for m in masks if m is not None).shape[1]
-    return torch.cat(
-        [
-            torch.ones(len(t.env_index), width, dtype=torch.bool) if m is None else m
-            for t, m in zip(turns, masks, strict=True)
-        ]
-    )
+    return _concat_masks([t.allowed for t in turns], [len(t.env_index) for t in turns])

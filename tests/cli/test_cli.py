@@ -45,6 +45,7 @@ def test_console_script_trains_from_any_directory_into_a_local_sqlite_store(tmp_
     assert list((tmp_path / "outputs").rglob("last.ckpt"))  # Hydra's run dir under the working directory
 
 
+@pytest.mark.slow  # 13 s; the console script's own run above covers the same entry point
 def test_python_dash_m_works_too(tmp_path):
     out = _run([sys.executable, "-m", "gigpo_lab.cli", "train", *TINY, "trainer.iterations=1"], tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -77,6 +78,7 @@ def test_a_default_run_prints_a_header_progress_and_a_summary(tmp_path):
     assert list((tmp_path / "outputs").rglob("train.log")), "the full log is kept in the run folder"
 
 
+@pytest.mark.slow  # 12 s: a whole console-script run
 def test_verbose_brings_the_full_logs_back(tmp_path):
     done = _train([*RUN, "trainer.iterations=1", "verbose=true"], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -152,6 +154,7 @@ def test_the_progress_line_fits_its_width_and_counts_from_one(
     assert text.startswith(f"iter {it:>{len(str(total))}}/{total}"[: len(text)])
 
 
+@pytest.mark.slow  # 22 s: a tiny HF model with LoRA through the console script
 def test_an_llm_run_prints_only_the_labs_lines(tmp_path):
     """A Hugging Face policy with LoRA and gradient checkpointing (issue #63): no 'Loading weights' or 'Writing
     model shards' bar from transformers, no FutureWarning from peft's probe of ``is_gradient_checkpointing``."""

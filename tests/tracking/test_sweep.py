@@ -86,6 +86,7 @@ def _launch_until(tmp_path: Path, args: list[str], ready, poll_s: float) -> subp
     return proc
 
 
+@pytest.mark.slow  # 13 s; SIGTERM at each point of a sweep stays in the default suite
 def test_sigterm_to_the_launcher_ends_its_parent_run_failed(tmp_path):
     """``kill <launcher>`` mid-sweep (by hand, or a scheduler's time limit): the parent run says FAILED with
     the reason instead of staying RUNNING, and the command exits 143 (128 + SIGTERM)."""

@@ -291,6 +291,7 @@ def test_sweep_jobs_take_one_thread_locally_and_their_cores_on_slurm(selection, 
     assert compose_config([selection]).lightning.num_threads == 8
 
 
+@pytest.mark.slow  # 13 s: two spawned ranks
 def test_row_sized_minibatches_are_refused_with_several_ranks(tiny_overrides, tmp_path):
     """Ranks collect different row counts: row-sized minibatches would give them different step counts."""
     cfg = compose_config([*tiny_overrides, "trainer.minibatch_size=4", "trainer.eval_every=0"])
@@ -300,6 +301,7 @@ def test_row_sized_minibatches_are_refused_with_several_ranks(tiny_overrides, tm
         trainer.fit(module)
 
 
+@pytest.mark.slow  # 14 s: two spawned ranks
 def test_packed_chunks_are_refused_with_several_ranks(tiny_overrides, tmp_path):
     """Packed chunks are bounded by tokens, so ranks would run different numbers of backward passes: an explicit
     trainer.shared_prefix=true is refused (null, the default, turns packing off there)."""
