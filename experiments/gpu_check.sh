@@ -63,30 +63,8 @@ part "sdpa backward probe" 90 $PY experiments/probes/sdpa_backward.py $SDPA_ARGS
 
 # ---------------------------------------------------------------- 2. a 0.5 B Qwen2-shaped model, 5 bf16-mixed iterations
 MODEL="$OUT/qwen2-0.5b-random"
-$PY - "$MODEL" "$TINY" <<'EOF'
-import sys
-
-import torch
-from hf_tiny import build_tiny_tokenizer
-from transformers import Qwen2Config, Qwen2ForCausalLM
-
-folder, tiny = sys.argv[1], sys.argv[2] == "1"
-tokenizer = build_tiny_tokenizer()
-shape = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1) if tiny else dict(
-    hidden_size=896, intermediate_size=4864, num_hidden_layers=32, num_attention_heads=14, num_key_value_heads=2
-)
-config = Qwen2Config(
-    vocab_size=len(tokenizer), max_position_embeddings=4096, tie_word_embeddings=True,
-    eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None, **shape
-)
-torch.manual_seed(0)
-model = Qwen2ForCausalLM(config)
-model.generation_config.eos_token_id = tokenizer.eos_token_id
-model.generation_config.pad_token_id = tokenizer.pad_token_id
-model.save_pretrained(folder)
-tokenizer.save_pretrained(folder)
-print(f"built {folder}: {sum(p.numel() for p in model.parameters()) / 1e9:.3f} B parameters")
-EOF
+# the same random Qwen2 as experiments/probes/bf16_nan.py builds (tests/hf_tiny.py), 32 layers
+$PY -c 'import sys; from hf_tiny import build_qwen2_half_b_shape as b; t = sys.argv[2] == "1"; print("built", b(sys.argv[1], 2 if t else 32, t))' "$MODEL" "$TINY"
 ACCEL=gpu
 [ "$TINY" = 1 ] && ACCEL=cpu
 part "5 bf16-mixed iterations, 0.5B Qwen2" 240 $PY -m gigpo_lab.cli train model=hf model.path="$MODEL" \

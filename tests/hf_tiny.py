@@ -94,3 +94,37 @@ def build_tiny_hf_model(
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_qwen2_half_b_shape(folder: str | Path, layers: int, tiny: bool = False) -> Path:
+    """Save a random ``Qwen2ForCausalLM`` with Qwen2-0.5B's layer shape (hidden 896, MLP 4864, 14 heads, 2 KV
+    heads, tied embeddings) and ``layers`` layers, with the tiny tokenizer, to ``folder``; return it. ``tiny``
+    shrinks each layer (hidden 64, MLP 128, 2 heads, 1 KV head) for a CPU dry run. The GPU check
+    (experiments/gpu_check.sh) and the bf16 probe (experiments/probes/bf16_nan.py) both build it here."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    folder = Path(folder)
+    tokenizer = build_tiny_tokenizer()
+    shape = (
+        dict(hidden_size=64, intermediate_size=128, num_attention_heads=2, num_key_value_heads=1)
+        if tiny
+        else dict(hidden_size=896, intermediate_size=4864, num_attention_heads=14, num_key_value_heads=2)
+    )
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        num_hidden_layers=layers,
+        **shape,
+    )
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

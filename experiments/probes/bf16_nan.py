@@ -26,36 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
-def build_model(folder: Path, layers: int, tiny: bool) -> Path:
-    """gpu_check.sh's random Qwen2 (Qwen2-0.5B's layer shape, the test tokenizer) with ``layers`` layers."""
-    from hf_tiny import build_tiny_tokenizer
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    tokenizer = build_tiny_tokenizer()
-    shape = (
-        dict(hidden_size=64, intermediate_size=128, num_attention_heads=2, num_key_value_heads=1)
-        if tiny
-        else dict(hidden_size=896, intermediate_size=4864, num_attention_heads=14, num_key_value_heads=2)
-    )
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
-        num_hidden_layers=layers,
-        **shape,
-    )
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 class FirstNonFinite:
     """Forward hooks on every submodule and gradient hooks on every parameter; remembers the first of each."""
 
@@ -104,11 +74,13 @@ def main() -> int:
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides")
     args = parser.parse_args()
 
+    from hf_tiny import build_qwen2_half_b_shape
+
     import gigpo_lab.train as lab_train
     from gigpo_lab.config_paths import compose_config
 
     out = args.out or Path(tempfile.mkdtemp(prefix="bf16_nan_"))
-    model = build_model(out / "model", args.layers, args.tiny)
+    model = build_qwen2_half_b_shape(out / "model", args.layers, args.tiny)
     cfg = compose_config(
         [
             "model=hf",
