@@ -212,7 +212,11 @@ class GiGPOModule(L.LightningModule):
         gen = torch.Generator().manual_seed(iteration_seed(self.seed, shard))
         metrics: dict[str, float] = {}
         self.policy.eval()
-        if self.loop.eval_every > 0 and it % self.loop.eval_every == 0:
+        if (
+            self.loop.eval_every > 0
+            and it % self.loop.eval_every == 0
+            and (it > 0 or self.loop.eval_at_start)
+        ):
             self.pending_metrics.append((it, self.evaluate()))
 
         t0 = time.perf_counter()

@@ -95,6 +95,12 @@ class TrainerConfig:
     keep_checkpoints: bool = True
     #: Evaluate on held-out seeds every N iterations (and after the last); 0 = never.
     eval_every: int = param(5, low=0)
+    #: true = the evaluations start at iteration 0, before the first update; false = at iteration eval_every
+    #: (with the one after the last iteration as always), so the untrained policy is not evaluated. Where every
+    #: arm of a comparison starts from the same policy and seed, that evaluation is the same in each, and in an
+    #: LLM run it can cost more than a trained one (its episodes run to env.max_turns). Changes nothing else:
+    #: the training draws the same episodes either way; eval/auc then starts at the first evaluation.
+    eval_at_start: bool = True
     #: How many of the last evaluations eval/final averages: 3 smooths a long run's end; 1 = the last
     #: evaluation alone, for a budget of a few evaluations, where the last three would reach back to the
     #: untrained policy's.

@@ -106,4 +106,6 @@ def test_the_llm_study_settings_compose():
     # a budget of a few evaluations: eval_final is the last one, not a mean reaching back to the untrained policy
     rooms = compose_config(list(spec.settings["textworld_coin_rooms"]))
     assert llm.trainer.final_window == rooms.trainer.final_window == 1
+    # the LLM's untrained evaluation, the same in every arm, is skipped; the tiny text game keeps its curve
+    assert not llm.trainer.eval_at_start and rooms.trainer.eval_at_start
     assert rooms.model.mask_inadmissible and rooms.env.settings.level == 8

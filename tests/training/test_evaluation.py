@@ -156,3 +156,25 @@ def test_the_window_is_the_trainer_key(tiny_overrides, tmp_path):
     assert module.eval_curve.window == 1
     module.eval_curve.add(0, 0.0)
     assert module.eval_curve.add(100, 1.0)["eval/final"] == 1.0
+
+
+def test_without_the_start_evaluation_the_run_trains_the_same(tiny_overrides, tmp_path):
+    """trainer.eval_at_start=false drops the evaluation before the first update and nothing else: the same
+    rollouts, the same weights at the end, the same evaluation after the last iteration."""
+    from real_runs import history, policy_state, run_cfg
+
+    from gigpo_lab.train import train
+
+    loop = ("trainer.iterations=1", "trainer.eval_every=1", "trainer.final_window=1")
+    with_start = train(run_cfg(tiny_overrides, tmp_path, "on", *loop, "trainer.eval_at_start=true"))
+    without = train(run_cfg(tiny_overrides, tmp_path, "off", *loop, "trainer.eval_at_start=false"))
+    on, off = f"sqlite:///{tmp_path / 'on'}.db", f"sqlite:///{tmp_path / 'off'}.db"
+    assert [s for s, _ in history(on, "eval/success_rate")] == [0, 1]
+    assert history(off, "eval/success_rate") == history(on, "eval/success_rate")[1:]
+    assert history(off, "rollout/return") == history(on, "rollout/return")
+    assert without["eval/final"] == with_start["eval/final"]
+    a, b = (
+        policy_state(tmp_path / "on/checkpoints/last.ckpt"),
+        policy_state(tmp_path / "off/checkpoints/last.ckpt"),
+    )
+    assert all(bool((a[k] == b[k]).all()) for k in a)
