@@ -89,11 +89,7 @@ def build_tiny_hf_model(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = model_cls(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return _save(model, tokenizer, folder)
 
 
 def build_qwen2_half_b_shape(folder: str | Path, layers: int, tiny: bool = False) -> Path:
@@ -123,6 +119,11 @@ def build_qwen2_half_b_shape(folder: str | Path, layers: int, tiny: bool = False
     )
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config)
+    return _save(model, tokenizer, folder)
+
+
+def _save(model, tokenizer, folder: Path) -> Path:
+    """Give ``model`` the tokenizer's end and padding ids for generation, save both to ``folder``; return it."""
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(folder)
