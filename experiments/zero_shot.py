@@ -23,6 +23,7 @@ It appends (or replaces) the benchmark's row in ``--out``: the overrides, the co
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import subprocess
 import time
@@ -60,11 +61,16 @@ def commit() -> str:
 
 
 def save(row: dict, out: Path) -> None:
-    """Append ``row`` to ``out``, replacing the benchmark's earlier row."""
-    rows = json.loads(out.read_text()) if out.exists() else []
-    rows = [r for r in rows if r["benchmark"] != row["benchmark"]] + [row]
+    """Append ``row`` to ``out``, replacing the benchmark's earlier row.
+
+    Two benchmarks may run at once into one file: the read and the write hold a lock on ``<out>.lock``.
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1) + "\n")
+    with open(out.with_name(out.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rows = json.loads(out.read_text()) if out.exists() else []
+        rows = [r for r in rows if r["benchmark"] != row["benchmark"]] + [row]
+        out.write_text(json.dumps(rows, indent=1) + "\n")
 
 
 def zero_shot(benchmark: str, episodes: int, overrides: list[str], out: Path, seed: int = 0) -> dict:
