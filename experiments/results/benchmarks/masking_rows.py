@@ -6,7 +6,9 @@ and the wall seconds.
     python experiments/results/benchmarks/masking_rows.py sqlite:////tmp/tm/sweep.db sqlite:////tmp/tm/sweep_false.db
 
 Prints the table of README.md's "Invalid-action masking" section. The stores are the runs' own (outside the
-repository); the JSON is the record.
+repository) and may be gone by the next session; the JSON is the record, so the runs of the stores given are
+added to the rows already there (a run read again replaces its row). Where a seed has more than one run (one
+stopped, one finished), the table reads the finished one.
 """
 
 from __future__ import annotations
@@ -60,8 +62,11 @@ def table(all_rows: list[dict]) -> str:
         "| invalid rate, last iteration |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    latest: dict[tuple, dict] = {}
+    for r in sorted(all_rows, key=lambda r: (r["status"] == "FINISHED", r["iterations"])):
+        latest[(r["env"], r["mask_inadmissible"], r["seed"])] = r
     groups: dict[tuple, list[dict]] = {}
-    for r in all_rows:
+    for r in latest.values():
         groups.setdefault((r["env"], r["mask_inadmissible"]), []).append(r)
     for (env, mask), group in sorted(groups.items()):
 
@@ -81,7 +86,9 @@ def table(all_rows: list[dict]) -> str:
 
 
 def main() -> None:
-    all_rows = [r for uri in sys.argv[1:] for r in rows(uri)]
+    new = [r for uri in sys.argv[1:] for r in rows(uri)]
+    kept = json.loads(OUT.read_text()) if OUT.exists() else []
+    all_rows = [r for r in kept if r["run_id"] not in {n["run_id"] for n in new}] + new
     all_rows.sort(key=lambda r: (r["env"], r["mask_inadmissible"], r["seed"]))
     OUT.write_text(json.dumps(all_rows, indent=1) + "\n")
     print(table(all_rows))
