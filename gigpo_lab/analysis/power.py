@@ -7,7 +7,8 @@ power is exact under normal differences (Cohen 1988, ch. 2; the noncentral t):
 
     power(n) = P(|T| > t_{1-α/2, n-1}),  T ~ noncentral t(df = n - 1, nc = δ √n / σ_d)
 
-and n is the smallest n >= 2 with power(n) >= the target. The study's test is the paired sign-flip
+and n is the smallest n >= 2 with power(n) >= the target. Where the budget fixes n instead, the smallest
+detectable effect is the δ at which power(n) reaches the target (``detectable_effect``). The study's test is the paired sign-flip
 permutation test (``paired.sign_flip_pvalue``), whose power for normal differences is close to the t-test's
 (its Pitman efficiency against the t-test is 1); the t-test is the planning model because its power has a
 closed form.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from scipy import stats
+from scipy import optimize, stats
 
 #: The largest n the search tries; ``seeds_for`` returns None beyond it (an effect too small for any budget).
 MAX_SEEDS = 100_000
@@ -69,3 +70,19 @@ def seeds_for(delta: float, sd_diff: float, alpha: float, power: float = 0.8) ->
             return n
         n += 1
     return None
+
+
+def detectable_effect(n: int, sd_diff: float, alpha: float, power: float = 0.8) -> float:
+    """The smallest true mean difference that the two-sided paired t-test at level ``alpha`` finds with
+    probability ``power`` from n pairs whose differences have sd ``sd_diff`` (> 0): the δ with
+    ``paired_power(n, δ, sd_diff, alpha) == power``, in the units of ``sd_diff``. What a study registers where
+    the seeds its δ needs exceed its budget."""
+    if not alpha < power < 1:
+        raise ValueError(f"need alpha < power < 1, got alpha {alpha}, power {power}")
+    paired_power(n, 1.0, sd_diff, alpha)  # the same checks of n and sd_diff
+    # power rises with δ from alpha (δ = 0) to 1; the normal approximation's δ brackets the root from below
+    low = (stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * sd_diff / math.sqrt(n) / 2
+    high = low * 4
+    while paired_power(n, high, sd_diff, alpha) < power:
+        high *= 2
+    return float(optimize.brentq(lambda d: paired_power(n, d, sd_diff, alpha) - power, low, high, xtol=1e-10))

@@ -7,8 +7,10 @@
   short timing probe, earlier runs). A cell with no measured setting is listed as unmeasured.
 - **Power**, from pilot data (rows on the pilot seeds): per contrast of a confirmatory family on its metric,
   the sd of the pilot's paired differences, the seeds the paired t-test needs for power 0.8 at δ with α
-  split over the family (Holm's first step, ``analysis.power.planning_alpha``), and the power at the planned
-  seeds. The pilot's mean difference is never shown: it is not a result.
+  split over the family (Holm's first step, ``analysis.power.planning_alpha``), the power at the planned
+  seeds, and the smallest effect those seeds detect with power 0.8 (what the spec registers as the family's δ
+  where the budget does not buy the seeds that δ needs). The pilot's mean difference is never shown: it is
+  not a result.
 
 ``--pilot`` first runs the grid on the pilot seeds (``gigpo-lab study run --pilot``), then plans from them.
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gigpo_lab.analysis.power import paired_power, planning_alpha, seeds_for
+from gigpo_lab.analysis.power import detectable_effect, paired_power, planning_alpha, seeds_for
 from gigpo_lab.study import rows as study_rows
 from gigpo_lab.study.analyse import side_values
 from gigpo_lab.study.cli import parser_for, source_args
@@ -100,18 +102,22 @@ def power(spec: Spec, pilot: list[dict]) -> list[str]:
             va, vb = (side_values(pilot, setting, side, metric) for side in (a, b))
             d = np.array([va[s] - vb[s] for s in sorted(set(va) & set(vb))])
             if len(d) < 2:
-                body.append(f"| {label} | {len(d)} | - | - | - |")
+                body.append(f"| {label} | {len(d)} | - | - | - | - |")
                 continue
             sd = float(np.std(d, ddof=1))
             need = seeds_for(delta, sd, alpha) if sd > 0 else 2
             have = paired_power(planned, delta, sd, alpha) if sd > 0 else 1.0
+            smallest = (
+                f"{detectable_effect(planned, sd, alpha, POWER):.3f}" if sd > 0 and planned >= 2 else "-"
+            )
             body.append(
-                f"| {label} | {len(d)} | {sd:.3f} | {need if need is not None else '> max'} | {have:.2f} |"
+                f"| {label} | {len(d)} | {sd:.3f} | {need if need is not None else '> max'} | {have:.2f} "
+                f"| {smallest} |"
             )
         lines += [f"Family {family.name} on {metric}: {len(contrasts)} contrasts, each planned at α = {spec.alpha} / "
                   f"{len(contrasts)} = {alpha:.4f}, power {POWER}, δ = {delta}, paired t-test on the pilot's sd.",
-                  "", f"| contrast | pilot pairs | sd of differences | seeds for power {POWER} | power at {planned} |",
-                  "|---|---|---|---|---|", *body, ""]  # fmt: skip
+                  "", f"| contrast | pilot pairs | sd of differences | seeds for power {POWER} | power at {planned} "
+                  f"| δ detected at {planned} |", "|---|---|---|---|---|---|", *body, ""]  # fmt: skip
     return lines
 
 
