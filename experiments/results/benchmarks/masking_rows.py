@@ -44,6 +44,9 @@ def rows(uri: str) -> list[dict]:
                 "singleton_frac": hist("adv/singleton_frac"),
                 "status": run.info.status,  # KILLED: stopped before its last iteration (README.md says why)
                 "iterations": len(hist("rollout/invalid_rate")),
+                # the run's trainer.iterations when it started: fewer than "iterations" where it was continued
+                # from its checkpoint to a longer budget (README.md says which, and what that changes)
+                "started_with_iterations": int(params["trainer.iterations"]),
                 "wall_s": (run.info.end_time - run.info.start_time) / 1000 if run.info.end_time else None,
                 "store": uri,
                 "run_id": run.info.run_id,
