@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -70,7 +71,9 @@ def save(row: dict, out: Path) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         rows = json.loads(out.read_text()) if out.exists() else []
         rows = [r for r in rows if r["benchmark"] != row["benchmark"]] + [row]
-        out.write_text(json.dumps(rows, indent=1) + "\n")
+        partial = out.with_name(out.name + ".partial")
+        partial.write_text(json.dumps(rows, indent=1) + "\n")
+        os.replace(partial, out)  # a crash while writing leaves the rows as they were
 
 
 def zero_shot(benchmark: str, episodes: int, overrides: list[str], out: Path, seed: int = 0) -> dict:

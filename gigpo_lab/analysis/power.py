@@ -80,9 +80,11 @@ def detectable_effect(n: int, sd_diff: float, alpha: float, power: float = 0.8) 
     if not alpha < power < 1:
         raise ValueError(f"need alpha < power < 1, got alpha {alpha}, power {power}")
     paired_power(n, 1.0, sd_diff, alpha)  # the same checks of n and sd_diff
-    # power rises with δ from alpha (δ = 0) to 1; the normal approximation's δ brackets the root from below
-    low = (stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * sd_diff / math.sqrt(n) / 2
-    high = low * 4
-    while paired_power(n, high, sd_diff, alpha) < power:
+    # solved in units of sd_diff (the power depends on δ / sd_diff only), so the tolerance is relative; power
+    # rises with δ from alpha at δ = 0 (below the target) to 1
+    high = 4 * (stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) / math.sqrt(n)
+    while paired_power(n, high, 1.0, alpha) < power:
         high *= 2
-    return float(optimize.brentq(lambda d: paired_power(n, d, sd_diff, alpha) - power, low, high, xtol=1e-10))
+    return sd_diff * float(
+        optimize.brentq(lambda d: paired_power(n, d, 1.0, alpha) - power, 0.0, high, xtol=1e-12)
+    )

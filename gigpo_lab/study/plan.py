@@ -107,9 +107,7 @@ def power(spec: Spec, pilot: list[dict]) -> list[str]:
             sd = float(np.std(d, ddof=1))
             need = seeds_for(delta, sd, alpha) if sd > 0 else 2
             have = paired_power(planned, delta, sd, alpha) if sd > 0 else 1.0
-            smallest = (
-                f"{detectable_effect(planned, sd, alpha, POWER):.3f}" if sd > 0 and planned >= 2 else "-"
-            )
+            smallest = f"{detectable_effect(planned, sd, alpha, POWER):.3f}" if sd > 0 else "-"
             body.append(
                 f"| {label} | {len(d)} | {sd:.3f} | {need if need is not None else '> max'} | {have:.2f} "
                 f"| {smallest} |"

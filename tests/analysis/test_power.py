@@ -75,6 +75,11 @@ def test_the_detectable_effect_of_many_seeds_is_the_normal_approximation():
     assert detectable_effect(n, sd, alpha) == pytest.approx(z * sd / np.sqrt(n), rel=1e-3)
 
 
+def test_a_target_power_just_above_alpha_needs_an_effect_near_zero():
+    mde = detectable_effect(30, 0.3, 0.05, 0.051)
+    assert 0 < mde < 0.01 and paired_power(30, mde, 0.3, 0.05) == pytest.approx(0.051, abs=1e-6)
+
+
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="delta must be nonzero"):
         seeds_for(0.0, 1.0, 0.05)

@@ -12,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import zero_shot  # noqa: E402
 
 
-def _write_many(benchmark: str, out: str, n: int) -> None:
+def _write_many(benchmark: str, out: str, n: int, start) -> None:
+    start.wait(60)  # both processes write at the same time
     for i in range(n):
         zero_shot.save({"benchmark": benchmark, "i": i}, Path(out))
 
@@ -20,14 +21,16 @@ def _write_many(benchmark: str, out: str, n: int) -> None:
 def test_two_processes_saving_into_one_file_keep_both_rows(tmp_path):
     out = tmp_path / "rows.json"
     ctx = mp.get_context("spawn")
-    procs = [
-        ctx.Process(target=_write_many, args=(b, str(out), 200)) for b in ("twx_cookingworld", "scienceworld")
-    ]
+    start = ctx.Barrier(2)
+    benchmarks = ("twx_cookingworld", "scienceworld")
+    procs = [ctx.Process(target=_write_many, args=(b, str(out), 1000, start)) for b in benchmarks]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(60)
+        p.join(120)
+        if p.exitcode is None:
+            p.terminate()
         assert p.exitcode == 0
     rows = json.loads(out.read_text())
     assert sorted(r["benchmark"] for r in rows) == ["scienceworld", "twx_cookingworld"]
-    assert all(r["i"] == 199 for r in rows)
+    assert all(r["i"] == 999 for r in rows)

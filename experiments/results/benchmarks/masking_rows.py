@@ -1,6 +1,6 @@
 """The tiny policy's rows on TextWorldExpress (issue #62 items 2 and 5), read from the runs' MLflow stores into
 ``masking_rows.json``: per run its env, seed, action handling (``model.mask_inadmissible``), the sampled dev-fold
-success of every evaluation (by iteration), the rollout invalid rate and ``adv/singleton_frac`` per iteration,
+success of every evaluation (by iteration), the rollout success and invalid rates and ``adv/singleton_frac`` per iteration,
 and the wall seconds.
 
     python experiments/results/benchmarks/masking_rows.py sqlite:////tmp/tm/sweep.db sqlite:////tmp/tm/sweep_false.db
@@ -40,6 +40,7 @@ def rows(uri: str) -> list[dict]:
                 "seed": int(params["seed"]),
                 "mask_inadmissible": params.get("model.mask_inadmissible", "false").lower() == "true",
                 "eval_success": hist("eval/success_rate"),
+                "rollout_success": hist("rollout/success_rate"),
                 "rollout_invalid_rate": hist("rollout/invalid_rate"),
                 "singleton_frac": hist("adv/singleton_frac"),
                 "status": run.info.status,  # KILLED: stopped before its last iteration (README.md says why)
