@@ -52,6 +52,11 @@ def paired_power(n: int, delta: float, sd_diff: float, alpha: float) -> float:
     return upper + (lower if math.isfinite(lower) else 0.0)
 
 
+def _z_sum(alpha: float, power: float) -> float:
+    """z_{1-α/2} + z_power: the normal approximation's δ √n / σ_d at the target power (Cohen 1988, ch. 2)."""
+    return float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
+
+
 def seeds_for(delta: float, sd_diff: float, alpha: float, power: float = 0.8) -> int | None:
     """The smallest n >= 2 whose ``paired_power`` reaches ``power``; None if even ``MAX_SEEDS`` does not.
 
@@ -63,8 +68,7 @@ def seeds_for(delta: float, sd_diff: float, alpha: float, power: float = 0.8) ->
     if sd_diff == 0:
         return 2
     # the normal approximation is a lower bound on the t-test's n; search upward from it
-    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
-    n = max(2, math.floor((z * sd_diff / abs(delta)) ** 2))
+    n = max(2, math.floor((_z_sum(alpha, power) * sd_diff / abs(delta)) ** 2))
     while n <= MAX_SEEDS:
         if paired_power(n, delta, sd_diff, alpha) >= power:
             return n
@@ -82,7 +86,7 @@ def detectable_effect(n: int, sd_diff: float, alpha: float, power: float = 0.8) 
     paired_power(n, 1.0, sd_diff, alpha)  # the same checks of n and sd_diff
     # solved in units of sd_diff (the power depends on δ / sd_diff only), so the tolerance is relative; power
     # rises with δ from alpha at δ = 0 (below the target) to 1
-    high = 4 * (stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) / math.sqrt(n)
+    high = 4 * _z_sum(alpha, power) / math.sqrt(n)
     while paired_power(n, high, 1.0, alpha) < power:
         high *= 2
     return sd_diff * float(

@@ -92,7 +92,8 @@ def table(all_rows: list[dict]) -> str:
 def main() -> None:
     new = [r for uri in sys.argv[1:] for r in rows(uri)]
     kept = json.loads(OUT.read_text()) if OUT.exists() else []
-    all_rows = [r for r in kept if r["run_id"] not in {n["run_id"] for n in new}] + new
+    reread = {r["run_id"] for r in new}
+    all_rows = [r for r in kept if r["run_id"] not in reread] + new
     all_rows.sort(key=lambda r: (r["env"], r["mask_inadmissible"], r["seed"]))
     OUT.write_text(json.dumps(all_rows, indent=1) + "\n")
     print(table(all_rows))
