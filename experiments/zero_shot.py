@@ -18,6 +18,13 @@ after ``--``. It builds the run as ``gigpo-lab train`` would (``gigpo_lab.train.
 
 It appends (or replaces) the benchmark's row in ``--out``: the overrides, the commit, the seed, the ``eval/``,
 ``rollout/`` and ``adv/`` metrics, and the seconds of each part.
+
+**The evaluation is played in chunks of ``--chunk`` episodes and resumes.** After each chunk the row holds the
+per-episode table so far (``eval_table``, columns ``held_out.COLUMNS``). A stopped run, started again with the
+same settings, plays only the episodes still missing, with the lab's per-episode streams (episode i samples from
+``eval_stream_seed(seed, i)`` whatever it is played beside, as the ranks of a shared evaluation do), and reads
+the metrics off the whole table. A row of other settings is never resumed: it is replaced. ``time/eval_s`` is
+the sum over the chunks played; ``commits`` lists every commit that played one.
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ import os
 import subprocess
 import time
 from pathlib import Path
+
+import torch
+
+from gigpo_lab.rollout.held_out import COLUMNS
 
 #: The LLM's prompt and action settings (experiments/smollm2_textworld_coin.yaml's, for any text benchmark).
 SYSTEM_PROMPT = (
@@ -76,10 +87,59 @@ def save(row: dict, out: Path) -> None:
         os.replace(partial, out)  # a crash while writing leaves the rows as they were
 
 
-def zero_shot(benchmark: str, episodes: int, overrides: list[str], out: Path, seed: int = 0) -> dict:
-    """The row of ``benchmark`` (module doc), saved once after the evaluation and again after the rollout."""
-    import torch
+#: Overrides that change where a run writes or how many threads it uses, not what it plays: a row made with
+#: other values of these is still resumed.
+NOT_SETTINGS = ("lightning.num_threads=", "tracking.uri=", "output_dir=")
 
+
+def same_settings(a: list[str], b: list[str]) -> bool:
+    """Whether two override lists play the same episodes (``NOT_SETTINGS`` aside)."""
+
+    def keep(args):
+        return [x for x in args if not x.startswith(NOT_SETTINGS)]
+
+    return keep(a) == keep(b)
+
+
+def earlier_row(benchmark: str, args: list[str], out: Path) -> dict | None:
+    """The benchmark's row in ``out`` if it was made with the same settings, else None."""
+    rows = json.loads(out.read_text()) if out.exists() else []
+    row = next((r for r in rows if r["benchmark"] == benchmark), None)
+    return row if row is not None and same_settings(row["overrides"], args) else None
+
+
+def play_in_chunks(module, row: dict, episodes: int, chunk: int, on_chunk) -> dict[str, float]:
+    """The held-out evaluation of ``module`` (``training/evaluation.py``'s episodes, seeds and streams), played
+    ``chunk`` episodes at a time from ``len(row["eval_table"])``: after each chunk its (chunk, K) rows are
+    appended to ``row["eval_table"]``, its seconds added to ``row["time/eval_s"]``, and ``on_chunk(row)``
+    called. Returns the metrics of the whole (episodes, K) table."""
+    from gigpo_lab.rollout.held_out import table_metrics
+    from gigpo_lab.training.seeds import eval_seeds, eval_stream_seed
+
+    greedy = module.eval_greedy
+    seeds = eval_seeds(episodes)
+    table = row.setdefault("eval_table", [])
+    for start in range(len(table), episodes, chunk):
+        t0 = time.perf_counter()
+        mine = range(start, min(start + chunk, episodes))
+        streams = (
+            None
+            if greedy
+            else [torch.Generator().manual_seed(eval_stream_seed(module.seed, i)) for i in mine]
+        )
+        played = module.collector.held_out(
+            [seeds[i] for i in mine], streams, greedy=greedy, temperature=module.eval_temperature
+        )
+        table.extend(played.tolist())
+        row["time/eval_s"] = row.get("time/eval_s", 0.0) + time.perf_counter() - t0
+        on_chunk(row)
+    return table_metrics(torch.tensor(table, dtype=torch.float64).reshape(-1, len(COLUMNS)))
+
+
+def zero_shot(
+    benchmark: str, episodes: int, overrides: list[str], out: Path, seed: int = 0, chunk: int = 8
+) -> dict:
+    """The row of ``benchmark`` (module doc): saved after every chunk of the evaluation and after the rollout."""
     from gigpo_lab.algorithm.shaping import clip_rewards
     from gigpo_lab.config_paths import compose_config
     from gigpo_lab.train import build
@@ -90,12 +150,17 @@ def zero_shot(benchmark: str, episodes: int, overrides: list[str], out: Path, se
     t0 = time.perf_counter()
     module = build(cfg)
     torch.set_grad_enabled(False)
-    t1 = time.perf_counter()
-    row = {"benchmark": benchmark, "overrides": args, "commit": commit(), "seed": seed, "build_s": t1 - t0}
-    row |= {k: v for k, v in module.evaluate().items() if k.startswith(("eval/", "time/"))}
-    save(row, out)  # a slow rollout that is stopped keeps the evaluation
-    t2 = time.perf_counter()
     module.policy.eval()
+    here = commit()
+    row = earlier_row(benchmark, args, out) or {"benchmark": benchmark, "seed": seed, "commits": []}
+    row |= {"overrides": args, "commit": row.get("commit", here), "build_s": time.perf_counter() - t0}
+    row["commits"] = [*row.get("commits", []), here] if here not in row.get("commits", []) else row["commits"]
+    row["eval_chunk"] = chunk
+    row |= play_in_chunks(module, row, episodes, chunk, lambda r: save(r, out))
+    save(row, out)  # a slow rollout that is stopped keeps the evaluation
+    if "time/rollout_s" in row:
+        return row  # resumed after both parts had finished
+    t2 = time.perf_counter()
     gen = torch.Generator().manual_seed(iteration_seed(seed, 0))
     batch, rollout = module.collector.collect(group_seeds(seed, 0, module.collector.groups), gen)
     batch.rewards = clip_rewards(batch.rewards, cfg.trainer.reward_clip)
@@ -114,10 +179,11 @@ def main() -> None:
     parser.add_argument("--benchmark", required=True, help="an env option: twx_twc, twx_cookingworld, ...")
     parser.add_argument("--episodes", type=int, default=64, help="held-out (dev-fold) episodes")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chunk", type=int, default=8, help="evaluation episodes played between two saves")
     parser.add_argument("--out", default="experiments/results/benchmarks/zero_shot.json")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides after --")
     a = parser.parse_args()
-    row = zero_shot(a.benchmark, a.episodes, a.overrides, Path(a.out), a.seed)
+    row = zero_shot(a.benchmark, a.episodes, a.overrides, Path(a.out), a.seed, a.chunk)
     keys = (
         "eval/success_rate",
         "eval/return",
