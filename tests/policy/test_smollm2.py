@@ -33,6 +33,18 @@ def test_experiment_file_composes():
     )
 
 
+def test_experiment_samples_with_the_shared_prefill_and_composes_with_any_engine():
+    """The experiment picks rollout=torch_shared (prefill=tree, merge_lora); rollout=vllm on the command line
+    replaces that option, with the experiment's sizes kept and none of the torch engine's keys."""
+    torch_run = compose_config(["experiments=smollm2_household"])
+    assert torch_run.rollout.engine.prefill == "tree" and torch_run.rollout.engine.merge_lora
+    vllm_run = compose_config(["experiments=smollm2_household", "rollout=vllm"])
+    assert vllm_run.rollout.engine._target_.endswith("build_vllm_engine")
+    assert "prefill" not in vllm_run.rollout.engine and "merge_lora" not in vllm_run.rollout.engine
+    assert (vllm_run.rollout.groups, vllm_run.rollout.group_size) == (2, 4)
+    assert vllm_run.rollout.temperature == 0.7
+
+
 def test_lora_experiment_changes_only_the_adapters_and_the_budget():
     from gigpo_lab.tracking import flatten_config
 
