@@ -20,11 +20,14 @@ It appends (or replaces) the benchmark's row in ``--out``: the overrides, the co
 ``rollout/`` and ``adv/`` metrics, and the seconds of each part.
 
 **The evaluation is played in chunks of ``--chunk`` episodes and resumes.** After each chunk the row holds the
-per-episode table so far (``eval_table``, columns ``held_out.COLUMNS``). A stopped run, started again with the
-same settings, plays only the episodes still missing, with the lab's per-episode streams (episode i samples from
-``eval_stream_seed(seed, i)`` whatever it is played beside, as the ranks of a shared evaluation do), and reads
-the metrics off the whole table. A row of other settings is never resumed: it is replaced. ``time/eval_s`` is
-the sum over the chunks played; ``commits`` lists every commit that played one.
+per-episode table so far (``eval_table``, columns ``held_out.COLUMNS``). The same command, run again, plays only
+the episodes still missing and reads the metrics off the whole table; once both parts are done it changes
+nothing. Episode i has its reset seed and its own sampling stream (``eval_stream_seed(seed, i)``) wherever it
+is played, as on the ranks of a shared evaluation, so a chunked evaluation is the one-batch evaluation row for
+row for the tiny policy on a CPU; for an LLM the rows a prompt is batched with (their padding) and the thread
+count can move a logit by float rounding, and rarely a sampled token. A row of other settings, or one from
+before the chunks (no table), is not touched without ``--fresh``. ``time/eval_s`` is the sum over the chunks;
+``commits`` lists each commit that played a part, ``rollout_commit`` the rollout's.
 """
 
 from __future__ import annotations
@@ -92,8 +95,13 @@ def save(row: dict, out: Path) -> None:
 NOT_SETTINGS = ("lightning.num_threads=", "tracking.uri=", "output_dir=")
 
 
+class RowConflict(RuntimeError):
+    """``out`` holds a row of the benchmark that this command cannot resume."""
+
+
 def same_settings(a: list[str], b: list[str]) -> bool:
-    """Whether two override lists play the same episodes (``NOT_SETTINGS`` aside)."""
+    """Whether two override lists play the same episodes (``NOT_SETTINGS`` aside; the order counts, as it can
+    in Hydra)."""
 
     def keep(args):
         return [x for x in args if not x.startswith(NOT_SETTINGS)]
@@ -101,65 +109,115 @@ def same_settings(a: list[str], b: list[str]) -> bool:
     return keep(a) == keep(b)
 
 
-def earlier_row(benchmark: str, args: list[str], out: Path) -> dict | None:
-    """The benchmark's row in ``out`` if it was made with the same settings, else None."""
+def row_to_resume(benchmark: str, args: list[str], out: Path, fresh: bool = False) -> dict:
+    """The benchmark's row in ``out`` to go on with, or a new one (none there, or ``fresh``).
+
+    Raises ``RowConflict`` for a row made with other settings, or one from before the chunked evaluation (no
+    ``eval_table``: its episodes cannot be told apart), rather than overwrite it; ``fresh`` replaces it."""
     rows = json.loads(out.read_text()) if out.exists() else []
     row = next((r for r in rows if r["benchmark"] == benchmark), None)
-    return row if row is not None and same_settings(row["overrides"], args) else None
+    if row is None or fresh:
+        return {"benchmark": benchmark, "eval_table": [], "commits": []}
+    if not same_settings(row["overrides"], args):
+        raise RowConflict(
+            f"{out} holds a {benchmark} row made with other settings ({' '.join(row['overrides'])}); "
+            "pass --fresh to replace it, or --out another file"
+        )
+    if "eval_table" not in row:
+        raise RowConflict(
+            f"{out}'s {benchmark} row has no per-episode table (made before the chunked evaluation), so it "
+            "cannot be resumed; pass --fresh to play it again, or --out another file"
+        )
+    return row
 
 
 def play_in_chunks(module, row: dict, episodes: int, chunk: int, on_chunk) -> dict[str, float]:
     """The held-out evaluation of ``module`` (``training/evaluation.py``'s episodes, seeds and streams), played
     ``chunk`` episodes at a time from ``len(row["eval_table"])``: after each chunk its (chunk, K) rows are
     appended to ``row["eval_table"]``, its seconds added to ``row["time/eval_s"]``, and ``on_chunk(row)``
-    called. Returns the metrics of the whole (episodes, K) table."""
+    called. Returns the metrics of the whole (episodes, K) table.
+
+    The lab's limit on env errors (``rollout.max_env_error_rate``) holds for the whole evaluation, as in one
+    batch, not for each chunk (one error in 8 would be 12%); a share of failed episodes over it raises
+    ``EnvFailure`` once every episode is played and saved."""
+    from gigpo_lab.rollout.collector import EnvFailure
     from gigpo_lab.rollout.held_out import table_metrics
     from gigpo_lab.training.seeds import eval_seeds, eval_stream_seed
 
-    greedy = module.eval_greedy
+    if chunk < 1:
+        raise ValueError(f"--chunk {chunk}: play at least 1 episode between two saves")
+    greedy, collector = module.eval_greedy, module.collector
     seeds = eval_seeds(episodes)
     table = row.setdefault("eval_table", [])
-    for start in range(len(table), episodes, chunk):
-        t0 = time.perf_counter()
-        mine = range(start, min(start + chunk, episodes))
-        streams = (
-            None
-            if greedy
-            else [torch.Generator().manual_seed(eval_stream_seed(module.seed, i)) for i in mine]
+    limit, collector.max_env_error_rate = collector.max_env_error_rate, 1.0
+    try:
+        for start in range(len(table), episodes, chunk):
+            t0 = time.perf_counter()
+            mine = range(start, min(start + chunk, episodes))
+            streams = (
+                None
+                if greedy
+                else [torch.Generator().manual_seed(eval_stream_seed(module.seed, i)) for i in mine]
+            )
+            played = collector.held_out(
+                [seeds[i] for i in mine], streams, greedy=greedy, temperature=module.eval_temperature
+            )
+            table.extend(played.tolist())
+            row["time/eval_s"] = row.get("time/eval_s", 0.0) + time.perf_counter() - t0
+            on_chunk(row)
+    finally:
+        collector.max_env_error_rate = limit
+    metrics = table_metrics(torch.tensor(table, dtype=torch.float64).reshape(-1, len(COLUMNS)))
+    failed = metrics["eval/env_errors"]
+    if failed > limit * episodes or (episodes and failed == episodes):
+        raise EnvFailure(
+            f"{failed:.0f} of {episodes} evaluation episodes failed (> rollout.max_env_error_rate={limit}); "
+            "the env's tracebacks are in the log above"
         )
-        played = module.collector.held_out(
-            [seeds[i] for i in mine], streams, greedy=greedy, temperature=module.eval_temperature
-        )
-        table.extend(played.tolist())
-        row["time/eval_s"] = row.get("time/eval_s", 0.0) + time.perf_counter() - t0
-        on_chunk(row)
-    return table_metrics(torch.tensor(table, dtype=torch.float64).reshape(-1, len(COLUMNS)))
+    return metrics
 
 
 def zero_shot(
-    benchmark: str, episodes: int, overrides: list[str], out: Path, seed: int = 0, chunk: int = 8
+    benchmark: str,
+    episodes: int,
+    overrides: list[str],
+    out: Path,
+    seed: int = 0,
+    chunk: int = 8,
+    fresh: bool = False,
+    policy: list[str] = LLM,
 ) -> dict:
-    """The row of ``benchmark`` (module doc): saved after every chunk of the evaluation and after the rollout."""
+    """The row of ``benchmark`` (module doc), played by the policy of the overrides ``policy`` (SmolLM2 by
+    default): saved after every chunk of the evaluation and after the rollout. A row whose two parts are both
+    done is returned as it is."""
     from gigpo_lab.algorithm.shaping import clip_rewards
     from gigpo_lab.config_paths import compose_config
     from gigpo_lab.train import build
     from gigpo_lab.training.seeds import group_seeds, iteration_seed
 
-    args = [f"env={benchmark}", f"seed={seed}", *LLM, f"rollout.eval_episodes={episodes}", *overrides]
+    args = [f"env={benchmark}", f"seed={seed}", *policy, f"rollout.eval_episodes={episodes}", *overrides]
     cfg = compose_config(args)
+    row = row_to_resume(benchmark, args, out, fresh)
+    if "time/rollout_s" in row:
+        return row
+    here = commit()
+
+    def played_here(r: dict) -> None:
+        if here not in r["commits"]:
+            r["commits"].append(here)
+        save(r, out)
+
     t0 = time.perf_counter()
     module = build(cfg)
+    if not module.eval_greedy and module.eval_greedy_episodes > 0:
+        raise ValueError(
+            "rollout.eval_greedy_episodes > 0: this script plays the sampled evaluation only; set it to 0"
+        )
     torch.set_grad_enabled(False)
     module.policy.eval()
-    here = commit()
-    row = earlier_row(benchmark, args, out) or {"benchmark": benchmark, "seed": seed, "commits": []}
-    row |= {"overrides": args, "commit": row.get("commit", here), "build_s": time.perf_counter() - t0}
-    row["commits"] = [*row.get("commits", []), here] if here not in row.get("commits", []) else row["commits"]
-    row["eval_chunk"] = chunk
-    row |= play_in_chunks(module, row, episodes, chunk, lambda r: save(r, out))
+    row |= {"seed": seed, "overrides": args, "build_s": time.perf_counter() - t0, "eval_chunk": chunk}
+    row |= play_in_chunks(module, row, module.eval_episodes, chunk, played_here)
     save(row, out)  # a slow rollout that is stopped keeps the evaluation
-    if "time/rollout_s" in row:
-        return row  # resumed after both parts had finished
     t2 = time.perf_counter()
     gen = torch.Generator().manual_seed(iteration_seed(seed, 0))
     batch, rollout = module.collector.collect(group_seeds(seed, 0, module.collector.groups), gen)
@@ -168,7 +226,8 @@ def zero_shot(
     row |= {k: float(v) for k, v in rollout.items()} | {k: float(v) for k, v in adv.metrics.items()}
     row["time/rollout_s"] = time.perf_counter() - t2
     row["groups"], row["group_size"] = module.collector.groups, module.collector.group_size
-    save(row, out)
+    row["rollout_commit"] = here
+    played_here(row)
     return row
 
 
@@ -180,10 +239,16 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=64, help="held-out (dev-fold) episodes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--chunk", type=int, default=8, help="evaluation episodes played between two saves")
+    parser.add_argument(
+        "--fresh", action="store_true", help="replace the benchmark's row in --out, not resume it"
+    )
     parser.add_argument("--out", default="experiments/results/benchmarks/zero_shot.json")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides after --")
     a = parser.parse_args()
-    row = zero_shot(a.benchmark, a.episodes, a.overrides, Path(a.out), a.seed, a.chunk)
+    try:
+        row = zero_shot(a.benchmark, a.episodes, a.overrides, Path(a.out), a.seed, a.chunk, a.fresh)
+    except RowConflict as err:
+        parser.exit(2, f"zero_shot.py: {err}\n")
     keys = (
         "eval/success_rate",
         "eval/return",
