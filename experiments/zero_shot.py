@@ -177,6 +177,7 @@ def play_in_chunks(module, row: dict, episodes: int, chunk: int, on_chunk) -> di
     return metrics
 
 
+@torch.no_grad()  # not set_grad_enabled(False): a caller's grad mode is left as it was
 def zero_shot(
     benchmark: str,
     episodes: int,
@@ -213,7 +214,6 @@ def zero_shot(
         raise ValueError(
             "rollout.eval_greedy_episodes > 0: this script plays the sampled evaluation only; set it to 0"
         )
-    torch.set_grad_enabled(False)
     module.policy.eval()
     row |= {"seed": seed, "overrides": args, "build_s": time.perf_counter() - t0, "eval_chunk": chunk}
     row |= play_in_chunks(module, row, module.eval_episodes, chunk, played_here)

@@ -123,6 +123,7 @@ def test_zero_shot_stopped_resumed_and_run_again(tiny_overrides, tmp_path, monke
     assert "adv/singleton_frac" in row and row["rollout/episodes"] == 4.0  # 2 groups x 2
     assert row["commits"] == [zero_shot.commit()] and row["rollout_commit"] == zero_shot.commit()
     assert zero_shot.zero_shot(**args) == row  # done: nothing is played again
+    assert torch.is_grad_enabled()  # the caller's grad mode is left as it was
     assert json.loads(out.read_text()) == [row]
 
 
