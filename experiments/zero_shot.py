@@ -140,9 +140,9 @@ def play_in_chunks(module, row: dict, episodes: int, chunk: int, on_chunk) -> di
     The lab's limit on env errors (``rollout.max_env_error_rate``) holds for the whole evaluation, as in one
     batch, not for each chunk (one error in 8 would be 12%); a share of failed episodes over it raises
     ``EnvFailure`` once every episode is played and saved."""
-    from gigpo_lab.rollout.collector import EnvFailure
+    from gigpo_lab.rollout.collector import EnvFailure, too_many_errors
     from gigpo_lab.rollout.held_out import table_metrics
-    from gigpo_lab.training.seeds import eval_seeds, eval_stream_seed
+    from gigpo_lab.training.seeds import eval_seeds, eval_streams
 
     if chunk < 1:
         raise ValueError(f"--chunk {chunk}: play at least 1 episode between two saves")
@@ -154,11 +154,7 @@ def play_in_chunks(module, row: dict, episodes: int, chunk: int, on_chunk) -> di
         for start in range(len(table), episodes, chunk):
             t0 = time.perf_counter()
             mine = range(start, min(start + chunk, episodes))
-            streams = (
-                None
-                if greedy
-                else [torch.Generator().manual_seed(eval_stream_seed(module.seed, i)) for i in mine]
-            )
+            streams = None if greedy else eval_streams(module.seed, mine)
             played = collector.held_out(
                 [seeds[i] for i in mine], streams, greedy=greedy, temperature=module.eval_temperature
             )
@@ -169,7 +165,7 @@ def play_in_chunks(module, row: dict, episodes: int, chunk: int, on_chunk) -> di
         collector.max_env_error_rate = limit
     metrics = table_metrics(torch.tensor(table, dtype=torch.float64).reshape(-1, len(COLUMNS)))
     failed = metrics["eval/env_errors"]
-    if failed > limit * episodes or (episodes and failed == episodes):
+    if too_many_errors(int(failed), episodes, limit):
         raise EnvFailure(
             f"{failed:.0f} of {episodes} evaluation episodes failed (> rollout.max_env_error_rate={limit}); "
             "the env's tracebacks are in the log above"
@@ -217,7 +213,9 @@ def zero_shot(
     module.policy.eval()
     row |= {"seed": seed, "overrides": args, "build_s": time.perf_counter() - t0, "eval_chunk": chunk}
     row |= play_in_chunks(module, row, module.eval_episodes, chunk, played_here)
-    save(row, out)  # a slow rollout that is stopped keeps the evaluation
+    save(
+        row, out
+    )  # the whole table's metrics (a chunk's save has only its rows), kept if the rollout is stopped
     t2 = time.perf_counter()
     gen = torch.Generator().manual_seed(iteration_seed(seed, 0))
     batch, rollout = module.collector.collect(group_seeds(seed, 0, module.collector.groups), gen)

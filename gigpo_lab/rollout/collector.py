@@ -42,6 +42,12 @@ class EnvFailure(RuntimeError):
     """Too many envs raised in one collection; chained to the first env's exception."""
 
 
+def too_many_errors(failed: int, count: int, limit: float) -> bool:
+    """The lab's rule for stopping on env errors: more than ``limit`` (``rollout.max_env_error_rate``) of the
+    ``count`` trajectories failed, or every one of them did."""
+    return count > 0 and (failed / count > limit or failed == count)
+
+
 def intern_strings(texts: Sequence[str]) -> torch.Tensor:
     """(N,) int64 ids of ``texts``: equal strings get equal ids, numbered by first appearance."""
     ids: dict[str, int] = {}
@@ -210,7 +216,7 @@ class Collector:
             log.warning("%s trajectory dropped: %s\n%s", phase, err.describe(), err.traceback)
             failed[err.env_index] = True
         rate = len(errors) / count
-        if rate > self.max_env_error_rate or len(errors) == count:
+        if too_many_errors(len(errors), count, self.max_env_error_rate):
             first = min(errors.values(), key=lambda e: e.env_index)
             raise EnvFailure(
                 f"{len(errors)} of {count} {phase} trajectories failed ({rate:.0%} > "

@@ -29,12 +29,10 @@ With ``rollout.eval_greedy=true`` the curve, and so both metrics, are of the gre
 
 from __future__ import annotations
 
-import torch
-
 from gigpo_lab.rollout.held_out import table_metrics
 from gigpo_lab.training.distributed import episode_share, gather_episodes, world_of
 from gigpo_lab.training.schema import TrainerConfig  # eval/final's window: its default and bound
-from gigpo_lab.training.seeds import eval_seeds, eval_stream_seed
+from gigpo_lab.training.seeds import eval_seeds, eval_streams
 
 
 class EvalCurve:
@@ -115,6 +113,6 @@ def _play(collector, seed: int, episodes: int, greedy: bool, temperature, strate
     shares gathered, and the metrics of the whole table."""
     mine = episode_share(episodes, *world_of(strategy))
     seeds = eval_seeds(episodes)
-    streams = None if greedy else [torch.Generator().manual_seed(eval_stream_seed(seed, i)) for i in mine]
+    streams = None if greedy else eval_streams(seed, mine)
     local = collector.held_out([seeds[i] for i in mine], streams, greedy=greedy, temperature=temperature)
     return table_metrics(gather_episodes(local, episodes, strategy))

@@ -7,6 +7,12 @@ RNG, so a resumed run draws exactly what an uninterrupted one draws (docs/FAULTS
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
 #: Seeds of held-out evaluation episodes start here; training seeds stay below it.
 EVAL_SEED_BASE = 1_000_000_000
 #: A run's group seeds are ``seed * 10_000_000 + i``: the first collection of each iteration takes i below this,
@@ -46,3 +52,10 @@ def eval_stream_seed(seed: int, episode: int) -> int:
     other episodes, it is played beside. Disjoint from every training iteration's seed (``iteration_seed`` at a
     negative position)."""
     return iteration_seed(seed, -1 - episode)
+
+
+def eval_streams(seed: int, episodes: Iterable[int]) -> list[torch.Generator]:
+    """One sampling stream per held-out episode index in ``episodes``, each seeded with ``eval_stream_seed``."""
+    import torch
+
+    return [torch.Generator().manual_seed(eval_stream_seed(seed, i)) for i in episodes]

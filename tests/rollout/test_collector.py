@@ -15,7 +15,7 @@ from rollout_contract import check_batch
 from gigpo_lab.envs import make_env
 from gigpo_lab.policy import build_hf_policy, build_tiny_policy
 from gigpo_lab.rollout import build_torch_engine
-from gigpo_lab.rollout.collector import Collector, intern_strings
+from gigpo_lab.rollout.collector import Collector, intern_strings, too_many_errors
 
 MAX_TURNS = 6
 
@@ -164,3 +164,22 @@ def test_collects_with_the_hf_policy(tmp_path):
 
 def test_intern_strings_numbers_by_first_appearance():
     assert intern_strings(["b", "a", "b", "c", "a"]).tolist() == [0, 1, 0, 2, 1]
+
+
+@given(
+    count=st.integers(1, 200),
+    limit=st.floats(0.0, 1.0),
+    data=st.data(),
+)
+def test_the_env_error_rule_stops_on_a_share_over_the_limit_or_on_all_failed(count, limit, data):
+    """``too_many_errors``, the rule both the collector and the chunked zero-shot evaluation apply: no error never
+    stops, every trajectory failed always stops, and more failures never turn a stop into a go."""
+    failed = data.draw(st.integers(0, count))
+    stops = too_many_errors(failed, count, limit)
+    assert not too_many_errors(0, count, limit)
+    assert too_many_errors(count, count, limit)
+    if stops:
+        assert all(too_many_errors(f, count, limit) for f in range(failed, count + 1))
+    # the share is compared with the limit, not the count: 1 of 8 at a limit of 1/8 goes on, 2 of 8 stop
+    assert not too_many_errors(1, 8, 0.125) and too_many_errors(2, 8, 0.125)
+    assert not too_many_errors(0, 0, limit)
