@@ -9,6 +9,9 @@ loses no result. Study runs are **light** by default: last.ckpt alone (still rew
 ``trainer.checkpoint_every`` iterations, so a failed run leaves one), and no checkpoint artifact in MLflow (``--keep-checkpoints`` keeps them all); these switches are not part of a
 job's identity (``tracking.sweep_resume.NOT_IDENTITY``), so resume finds the runs either way.
 
+``--setting`` and ``--arm`` (each repeatable) keep only those cells, so that two commands on disjoint cells run
+side by side, each on a core of its own, with a store each (``--store``): the run files are the record either way.
+
 A confirmatory run needs a registered, unchanged spec (``registration.check``); ``--pilot`` runs the pilot
 seeds, registered or not. The store defaults to ``sqlite:///<out>/mlflow.db``, inside the study's folder.
 """
@@ -25,10 +28,29 @@ from gigpo_lab.study.rows import ARM_TAG, HASH_TAG, SETTING_TAG, STUDY_TAG, run_
 from gigpo_lab.study.spec import LoadedSpec, SpecError, load_spec
 
 
-def missing(loaded: LoadedSpec, out: Path, pilot: bool) -> dict[tuple[str, str], list[int]]:
-    """Per cell, the seeds of this grid (confirmatory or pilot) that have no run file yet."""
+def chosen(names: list[str] | None, valid: list[str], flag: str) -> set[str]:
+    """The names given with ``flag`` (all of ``valid`` when none was), each checked against ``valid``."""
+    if unknown := [n for n in names or [] if n not in valid]:
+        raise SpecError(f"{flag} {', '.join(unknown)}: not in the spec; choose from {', '.join(valid)}")
+    return set(names or valid)
+
+
+def missing(
+    loaded: LoadedSpec,
+    out: Path,
+    pilot: bool,
+    settings: list[str] | None = None,
+    arms: list[str] | None = None,
+) -> dict[tuple[str, str], list[int]]:
+    """Per cell (of ``settings`` × ``arms``; None: every one), the seeds of this grid (confirmatory or pilot)
+    that have no run file yet."""
     spec = loaded.spec
-    cells = {cell: (spec.pilot_seeds.values if pilot else seeds) for cell, seeds in spec.grid().items()}
+    keep = chosen(settings, list(spec.settings), "--setting"), chosen(arms, list(spec.arms), "--arm")
+    cells = {
+        cell: (spec.pilot_seeds.values if pilot else seeds)
+        for cell, seeds in spec.grid().items()
+        if cell[0] in keep[0] and cell[1] in keep[1]
+    }
     return {cell: todo for cell, seeds in cells.items()
             if (todo := [s for s in seeds if not run_file(out, *cell, s).is_file()])}  # fmt: skip
 
@@ -67,6 +89,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--pilot", action="store_true", help="run the pilot seeds instead of the confirmatory ones"
     )
+    parser.add_argument("--setting", action="append", help="run only this setting's cells (repeatable)")
+    parser.add_argument("--arm", action="append", help="run only this arm's cells (repeatable)")
     parser.add_argument("--keep-checkpoints", action="store_true", help="keep every periodic checkpoint")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)
@@ -76,7 +100,7 @@ def main(argv: list[str]) -> int:
         raise SpecError(f"{loaded.path}: not registered; run `gigpo-lab study register {args.spec}` and commit "
                         "the registration before confirmatory runs (or give --pilot)")  # fmt: skip
     out = args.out or Path.cwd() / loaded.spec.name
-    todo = missing(loaded, out, args.pilot)
+    todo = missing(loaded, out, args.pilot, args.setting, args.arm)
     store = store_of(out, args.store)
     total = sum(map(len, todo.values()))
     print(f"{loaded.spec.name}: {total} runs to go in {len(todo)} cells ({'pilot' if args.pilot else 'confirmatory'})"
@@ -90,7 +114,11 @@ def main(argv: list[str]) -> int:
             continue
         if subprocess.run(cmd).returncode:
             failed.append(f"{setting}/{arm}")
-    left = sum(map(len, missing(loaded, out, args.pilot).values())) if not args.dry_run else total
+    left = (
+        sum(map(len, missing(loaded, out, args.pilot, args.setting, args.arm).values()))
+        if not args.dry_run
+        else total
+    )
     if failed or left:
         print(
             f"{left} runs still missing (failed cells: {', '.join(failed) or 'none'}); the same command resumes"

@@ -45,6 +45,32 @@ def test_a_study_run_writes_its_row_at_once_and_is_light(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").rglob("*.ckpt")) == ["last.ckpt"]
 
 
+def test_setting_and_arm_keep_only_their_cells_and_a_wrong_name_lists_the_valid_ones(tmp_path, capsys):
+    """``study run --setting/--arm``: two commands on disjoint cells can run side by side; a finished seed's run
+    file still counts, and a name not in the spec is a one-line error that lists the spec's names."""
+    spec = _spec(
+        tmp_path, name="cells", question="q", settings={"lake": TINY, "pond": TINY},
+        arms={"a": [], "b": ["estimator=grpo"]}, seeds={"start": 0, "stop": 2}, pilot_seeds={"start": 10, "stop": 12},
+        metric="eval_final", delta=0.1, delta_reason="r",
+        families=[{"name": "f", "settings": ["lake", "pond"], "contrasts": [{"name": "H", "a": "a", "b": "b"}]}],
+    )  # fmt: skip
+    out = tmp_path / "cells"
+    done = out / "runs" / "pond" / "b" / "seed_10.json"
+    done.parent.mkdir(parents=True)
+    done.write_text("{}")
+    argv = ["run", spec, "--out", str(out), "--pilot", "--dry-run"]
+    assert main([*argv, "--setting", "pond", "--arm", "b"]) == 0
+    printed = capsys.readouterr().out
+    assert "1 runs to go in 1 cells" in printed and "- pond / b: seeds 11\n" in printed
+    assert main([*argv, "--arm", "a"]) == 0
+    cells = re.findall(r"^- (\w+) / (\w+): seeds (\S+)$", capsys.readouterr().out, re.M)
+    assert cells == [("lake", "a", "10,11"), ("pond", "a", "10,11")]
+    assert main([*argv, "--setting", "lake", "--setting", "sea", "--setting", "ocean"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["gigpo-lab study run: --setting sea, ocean: not in the spec; choose from lake, pond"], err
+    assert not (out / "mlflow.db").exists()  # a dry run starts nothing
+
+
 @pytest.mark.slow
 def test_two_spellings_of_one_config_give_equal_pairs_and_no_verdict_of_a_gain(tmp_path, capsys):
     # the default estimator is GiGPO: [] and [estimator=gigpo] compose to the same config
