@@ -1,8 +1,10 @@
 """``gigpo-lab study plan SPEC``: the grid, its cost from measured runs, and each contrast's power.
 
 - **The grid**: runs per setting × arm (``Spec.grid``), confirmatory and pilot.
-- **Cost**: per cell, the median ``wall_s`` of the measured runs of that cell, else of its setting (any arm),
-  times the cell's torch threads (``lightning.num_threads`` in its overrides, else 1): CPU-hours; and the
+- **Cost**: per cell, the median CPU seconds of the measured runs of that cell, else of its setting (any
+  arm): CPU-hours. A run's CPU seconds are its ``cpu_s`` (its process's CPU time, which other jobs on the
+  machine barely move), else its ``wall_s`` times the cell's torch threads (``lightning.num_threads`` in its
+  overrides, else 1), an upper bound when it ran beside other jobs (``run_cost``). And the
   median ``disk_mb`` per run where rows carry it. Measured runs are every row the sources hold (a pilot, a
   short timing probe, earlier runs). A cell with no measured setting is listed as unmeasured.
 - **Power**, from pilot data (rows on the pilot seeds): per contrast of a confirmatory family on its metric,
@@ -38,38 +40,45 @@ def threads(spec: Spec, setting: str, arm: str) -> int:
     return int(found[-1]) if found else 1
 
 
-def cost(spec: Spec, measured: list[dict], seeds: str = "confirmatory") -> tuple[list[dict], list[str]]:
-    """Per cell: runs, the wall seconds per run it is planned at, and where that came from; and the lines of
-    the cost table with its totals."""
+def run_cost(row: dict, n_threads: int) -> float | None:
+    """A finished run's CPU seconds: its ``cpu_s``, else its ``wall_s`` times ``n_threads``, else None."""
+    if row.get("cpu_s") is not None:
+        return row["cpu_s"]
+    return None if row.get("wall_s") is None else row["wall_s"] * n_threads
 
-    def median(rows: list[dict], key: str) -> float | None:
-        values = [r[key] for r in rows if r.get(key) is not None]
+
+def cost(spec: Spec, measured: list[dict], seeds: str = "confirmatory") -> tuple[list[dict], list[str]]:
+    """Per cell: runs, the CPU seconds per run it is planned at (``run_cost``), and where that came from; and
+    the lines of the cost table with its totals."""
+
+    def median(values: list[float | None]) -> float | None:
+        values = [v for v in values if v is not None]
         return statistics.median(values) if values else None
 
-    cells, lines = [], ["| setting | arm | runs | threads | wall s / run | from | disk MB / run |",
+    def priced(rows: list[dict], n_threads: int, what: str) -> tuple[float | None, str]:
+        costs = [run_cost(r, n_threads) for r in rows]
+        n, cpu = sum(c is not None for c in costs), sum(r.get("cpu_s") is not None for r in rows)
+        return median(costs), f"{what}{n} runs" + (f" ({cpu} with cpu_s)" if cpu else " (wall × threads)")
+
+    cells, lines = [], ["| setting | arm | runs | threads | CPU s / run | from | disk MB / run |",
                         "|---|---|---|---|---|---|---|"]  # fmt: skip
     for (setting, arm), planned in spec.grid().items():
         runs = len(planned) if seeds == "confirmatory" else len(spec.pilot_seeds.values)
         own = [r for r in measured if (r["setting"], r["arm"]) == (setting, arm)]
         near = [r for r in measured if r["setting"] == setting]
-        wall, source = (
-            median(own, "wall_s"),
-            f"{sum(r.get('wall_s') is not None for r in own)} runs of the cell",
-        )
-        if wall is None:
-            wall, source = (
-                median(near, "wall_s"),
-                f"the setting's {sum(r.get('wall_s') is not None for r in near)} runs",
-            )
-        disk = median(own, "disk_mb") or median(near, "disk_mb")
-        cells.append({"setting": setting, "arm": arm, "runs": runs, "threads": threads(spec, setting, arm),
-                      "wall_s": wall, "disk_mb": disk})  # fmt: skip
-        shown = "unmeasured" if wall is None else f"{wall:.0f}"
-        lines.append(f"| {setting} | {arm} | {runs} | {cells[-1]['threads']} | {shown} | "
-                     f"{source if wall is not None else '-'} | {'-' if disk is None else f'{disk:.1f}'} |")  # fmt: skip
-    measured_cells = [c for c in cells if c["wall_s"] is not None]
-    cpu_h = sum(c["runs"] * c["wall_s"] * c["threads"] for c in measured_cells) / 3600
-    missing = sum(c["runs"] for c in cells if c["wall_s"] is None)
+        n_threads = threads(spec, setting, arm)
+        cpu, source = priced(own, n_threads, "the cell's ")
+        if cpu is None:
+            cpu, source = priced(near, n_threads, "the setting's ")
+        disk = median([r.get("disk_mb") for r in own]) or median([r.get("disk_mb") for r in near])
+        cells.append({"setting": setting, "arm": arm, "runs": runs, "threads": n_threads, "cpu_s": cpu,
+                      "disk_mb": disk})  # fmt: skip
+        shown = "unmeasured" if cpu is None else f"{cpu:.0f}"
+        lines.append(f"| {setting} | {arm} | {runs} | {n_threads} | {shown} | "
+                     f"{source if cpu is not None else '-'} | {'-' if disk is None else f'{disk:.1f}'} |")  # fmt: skip
+    measured_cells = [c for c in cells if c["cpu_s"] is not None]
+    cpu_h = sum(c["runs"] * c["cpu_s"] for c in measured_cells) / 3600
+    missing = sum(c["runs"] for c in cells if c["cpu_s"] is None)
     disk_cells = [c for c in cells if c["disk_mb"] is not None]
     disk_gb = sum(c["runs"] * c["disk_mb"] for c in disk_cells) / 1000
     total = [f"Runs: {sum(c['runs'] for c in cells)} in {len(cells)} cells. CPU-hours: {cpu_h:.1f} for the "

@@ -1,7 +1,7 @@
 """A study's runs as rows: one per finished run, labelled by the spec's setting and arm, from any source.
 
 A row is a dict: ``setting``, ``arm``, ``seed``, ``run_id``, the ``METRICS`` (each run's last value),
-``wall_s``; optionally ``recovered`` (rebuilt from an earlier analysis's per-seed values) or ``reused`` (a
+``wall_s`` and ``cpu_s`` (the run's process CPU seconds; absent from rows written before it existed); optionally ``recovered`` (rebuilt from an earlier analysis's per-seed values) or ``reused`` (a
 ``same_runs`` copy that did not run, standing in with its original's value). Sources:
 
 - **the store**: the finished runs of the study's MLflow experiment(s), read with
@@ -129,6 +129,7 @@ def read_store(uri: str, experiment: str, spec: Spec) -> tuple[list[dict], list[
         row = {"setting": cell[0], "arm": cell[1], "seed": seed, "run_id": run.run_id}
         row.update({k: run.final.get(m) for k, m in METRICS.items()})
         row["wall_s"] = float(tags["wall_s"]) if "wall_s" in tags else None
+        row["cpu_s"] = float(tags["cpu_s"]) if "cpu_s" in tags else None
         if (*cell, seed) in rows:
             notes.append(f"{cell[0]} / {cell[1]} / seed {seed}: two finished runs, the newer kept")
         rows[(*cell, seed)] = row
@@ -257,10 +258,12 @@ def folder_mb(folder: Path) -> float:
 
 def write_run_row(path: Path, tags: dict[str, str], seed: int, run_id: str, metrics: dict, out: Path) -> None:
     """A finished run's row, written at once to its own file (parallel jobs never share one): its setting and
-    arm from the study's tags, its metrics, wall time, and ``disk_mb``, the size of its output folder."""
+    arm from the study's tags, its metrics, wall and CPU time, and ``disk_mb``, the size of its output folder."""
     row = {"setting": tags.get(SETTING_TAG, "default"), "arm": tags.get(ARM_TAG, "default"), "seed": seed,
            "run_id": run_id} | {k: metrics.get(m) for k, m in METRICS.items()}  # fmt: skip
     row |= {"wall_s": round(float(metrics.get("time/wall_s", 0.0)), 1), "disk_mb": round(folder_mb(out), 2)}
+    if "time/cpu_s" in metrics:
+        row["cpu_s"] = round(float(metrics["time/cpu_s"]), 1)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(row) + "\n")

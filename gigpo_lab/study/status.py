@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gigpo_lab.study.cli import parser_for
 from gigpo_lab.study.launch import store_of
-from gigpo_lab.study.plan import threads
+from gigpo_lab.study.plan import run_cost, threads
 from gigpo_lab.study.rows import ARM_TAG, SETTING_TAG, STUDY_TAG, read_run_files
 from gigpo_lab.study.spec import load_spec
 
@@ -52,11 +52,11 @@ def main(argv: list[str]) -> int:
         left = [s for s in seeds if (setting, arm, s) not in done]
         running = sum(states.get((setting, arm, s)) == "RUNNING" for s in left)
         failed = sum(states.get((setting, arm, s)) in ("FAILED", "KILLED") for s in left)
-        walls = [r["wall_s"] for r in mine if r.get("wall_s")] or [
-            r["wall_s"] for r in done.values() if r["setting"] == setting and r.get("wall_s")]  # fmt: skip
         n_threads = threads(spec, setting, arm)
-        spent = sum(r.get("wall_s") or 0.0 for r in mine) * n_threads / 3600
-        togo = len(left) * statistics.median(walls) * n_threads / 3600 if walls else float("nan")
+        costs = [c for r in mine if (c := run_cost(r, n_threads))] or [
+            c for r in done.values() if r["setting"] == setting and (c := run_cost(r, n_threads))]  # fmt: skip
+        spent = sum(run_cost(r, n_threads) or 0.0 for r in mine) / 3600
+        togo = len(left) * statistics.median(costs) / 3600 if costs else float("nan")
         spent_all += spent
         togo_all += 0.0 if togo != togo else togo
         shown = "?" if togo != togo else f"{togo:.2f}"

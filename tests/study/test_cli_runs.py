@@ -42,6 +42,7 @@ def test_a_study_run_writes_its_row_at_once_and_is_light(tmp_path):
     row = json.loads((tmp_path / "one" / "runs" / "lake" / "b" / "seed_3.json").read_text())
     assert (row["setting"], row["arm"], row["seed"]) == ("lake", "b", 3)
     assert row["env_steps"] > 0 and row["eval_final"] is not None and row["disk_mb"] > 0
+    assert 0 < row["cpu_s"] and row["wall_s"] > 0  # its process's CPU seconds, the plan's price of a run
     assert sorted(p.name for p in (tmp_path / "out").rglob("*.ckpt")) == ["last.ckpt"]
 
 

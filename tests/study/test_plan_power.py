@@ -36,3 +36,37 @@ def test_each_contrast_line_holds_its_pilot_sd_seeds_power_and_detectable_effect
     # a contrast without two pilot pairs has no numbers
     (empty,) = [x for x in lines if x.startswith("| H2 frozenlake_random |")]
     assert empty.count("| - ") == 4
+
+
+def test_a_cell_is_priced_by_its_runs_cpu_seconds_else_by_wall_times_threads(tmp_path):
+    """``study plan``'s cost: a run's ``cpu_s`` where its row has one (other jobs on the machine inflate wall time,
+    not CPU time), else ``wall_s`` × the cell's torch threads; the median over the cell's runs, else over the
+    setting's; a setting without runs is unmeasured and left out of the CPU-hours."""
+    import yaml
+
+    from gigpo_lab.study.plan import cost
+
+    path = tmp_path / "priced.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "priced", "question": "q", "settings": {"lake": [], "pond": []},
+        "arms": {"a": [], "b": ["lightning.num_threads=2"]}, "seeds": {"start": 0, "stop": 3},
+        "pilot_seeds": {"start": 10, "stop": 12}, "metric": "eval_final", "delta": 0.1, "delta_reason": "r",
+        "families": [{"name": "f", "settings": ["lake", "pond"], "contrasts": [{"name": "H", "a": "a", "b": "b"}]}],
+    }))  # fmt: skip
+    spec = load_spec(str(path)).spec
+    measured = [
+        {"setting": "lake", "arm": "a", "seed": 10, "wall_s": 900.0, "cpu_s": 100.0},
+        {"setting": "lake", "arm": "a", "seed": 11, "wall_s": 900.0, "cpu_s": 300.0},
+        {"setting": "lake", "arm": "b", "seed": 10, "wall_s": 50.0},
+        {"setting": "lake", "arm": "b", "seed": 11, "wall_s": 70.0, "cpu_s": None},
+    ]
+    cells, lines = cost(spec, measured)
+    priced = {(c["setting"], c["arm"]): c["cpu_s"] for c in cells}
+    assert priced == {("lake", "a"): 200.0, ("lake", "b"): 120.0, ("pond", "a"): None, ("pond", "b"): None}
+    assert "| lake | a | 3 | 1 | 200 | the cell's 2 runs (2 with cpu_s) |" in "\n".join(lines)
+    assert "| lake | b | 3 | 2 | 120 | the cell's 2 runs (wall × threads) |" in "\n".join(lines)
+    (total,) = [x for x in lines if x.startswith("Runs:")]
+    assert (
+        total
+        == f"Runs: 12 in 4 cells. CPU-hours: {3 * (200 + 120) / 3600:.1f} for the 6 runs of measured settings, plus 6 runs unmeasured."
+    )
