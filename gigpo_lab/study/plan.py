@@ -1,10 +1,11 @@
 """``gigpo-lab study plan SPEC``: the grid, its cost from measured runs, and each contrast's power.
 
 - **The grid**: runs per setting × arm (``Spec.grid``), confirmatory and pilot.
-- **Cost**: per cell, the median CPU seconds of the measured runs of that cell, else of its setting (any
-  arm): CPU-hours. A run's CPU seconds are its ``cpu_s`` (its process's CPU time, which other jobs on the
-  machine barely move), else its ``wall_s`` times the cell's torch threads (``lightning.num_threads`` in its
-  overrides, else 1), an upper bound when it ran beside other jobs (``run_cost``). And the
+- **Cost**: per cell, the median CPU seconds per run: the ``cpu_s`` of the cell's measured runs (a run's process
+  CPU time, which depends far less than its wall time on what else the machine runs), else of its setting's
+  (any arm); only where no run of the setting has one, the median ``wall_s`` times the cell's torch threads
+  (``lightning.num_threads`` in its overrides, else 1), of the cell's runs, else the setting's: an upper bound
+  when they ran beside other jobs. Summed: CPU-hours. And the
   median ``disk_mb`` per run where rows carry it. Measured runs are every row the sources hold (a pilot, a
   short timing probe, earlier runs). A cell with no measured setting is listed as unmeasured.
 - **Power**, from pilot data (rows on the pilot seeds): per contrast of a confirmatory family on its metric,
@@ -48,17 +49,26 @@ def run_cost(row: dict, n_threads: int) -> float | None:
 
 
 def cost(spec: Spec, measured: list[dict], seeds: str = "confirmatory") -> tuple[list[dict], list[str]]:
-    """Per cell: runs, the CPU seconds per run it is planned at (``run_cost``), and where that came from; and
+    """Per cell: runs, the CPU seconds per run it is planned at (module doc), and where that came from; and
     the lines of the cost table with its totals."""
 
     def median(values: list[float | None]) -> float | None:
         values = [v for v in values if v is not None]
         return statistics.median(values) if values else None
 
-    def priced(rows: list[dict], n_threads: int, what: str) -> tuple[float | None, str]:
-        costs = [run_cost(r, n_threads) for r in rows]
-        n, cpu = sum(c is not None for c in costs), sum(r.get("cpu_s") is not None for r in rows)
-        return median(costs), f"{what}{n} runs" + (f" ({cpu} with cpu_s)" if cpu else " (wall × threads)")
+    def priced(own: list[dict], near: list[dict], n_threads: int) -> tuple[float | None, str]:
+        """CPU seconds first (the cell's runs, else the setting's), then wall × threads likewise."""
+        for timed in (True, False):
+            for rows, what in ((own, "the cell's"), (near, "the setting's")):
+                if timed:
+                    values = [r["cpu_s"] for r in rows if r.get("cpu_s") is not None]
+                else:
+                    values = [r["wall_s"] * n_threads for r in rows if r.get("wall_s") is not None]
+                if values:
+                    return median(values), f"{what} {len(values)} runs, " + (
+                        "cpu_s" if timed else "wall × threads"
+                    )
+        return None, "-"
 
     cells, lines = [], ["| setting | arm | runs | threads | CPU s / run | from | disk MB / run |",
                         "|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -67,15 +77,13 @@ def cost(spec: Spec, measured: list[dict], seeds: str = "confirmatory") -> tuple
         own = [r for r in measured if (r["setting"], r["arm"]) == (setting, arm)]
         near = [r for r in measured if r["setting"] == setting]
         n_threads = threads(spec, setting, arm)
-        cpu, source = priced(own, n_threads, "the cell's ")
-        if cpu is None:
-            cpu, source = priced(near, n_threads, "the setting's ")
+        cpu, source = priced(own, near, n_threads)
         disk = median([r.get("disk_mb") for r in own]) or median([r.get("disk_mb") for r in near])
         cells.append({"setting": setting, "arm": arm, "runs": runs, "threads": n_threads, "cpu_s": cpu,
                       "disk_mb": disk})  # fmt: skip
         shown = "unmeasured" if cpu is None else f"{cpu:.0f}"
         lines.append(f"| {setting} | {arm} | {runs} | {n_threads} | {shown} | "
-                     f"{source if cpu is not None else '-'} | {'-' if disk is None else f'{disk:.1f}'} |")  # fmt: skip
+                     f"{source} | {'-' if disk is None else f'{disk:.1f}'} |")  # fmt: skip
     measured_cells = [c for c in cells if c["cpu_s"] is not None]
     cpu_h = sum(c["runs"] * c["cpu_s"] for c in measured_cells) / 3600
     missing = sum(c["runs"] for c in cells if c["cpu_s"] is None)

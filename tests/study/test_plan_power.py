@@ -38,35 +38,43 @@ def test_each_contrast_line_holds_its_pilot_sd_seeds_power_and_detectable_effect
     assert empty.count("| - ") == 4
 
 
-def test_a_cell_is_priced_by_its_runs_cpu_seconds_else_by_wall_times_threads(tmp_path):
-    """``study plan``'s cost: a run's ``cpu_s`` where its row has one (other jobs on the machine inflate wall time,
-    not CPU time), else ``wall_s`` × the cell's torch threads; the median over the cell's runs, else over the
-    setting's; a setting without runs is unmeasured and left out of the CPU-hours."""
+def test_a_cell_is_priced_by_cpu_seconds_where_its_setting_has_them_else_by_wall_times_threads(tmp_path):
+    """``study plan``'s cost per run: the median ``cpu_s`` of the cell's runs, else of its setting's (other jobs
+    on the machine inflate wall time, not CPU time); where no run of the setting has one, ``wall_s`` × the cell's
+    torch threads, of the cell's runs, else of the setting's; a setting without runs is unmeasured and left out
+    of the CPU-hours."""
     import yaml
 
     from gigpo_lab.study.plan import cost
 
     path = tmp_path / "priced.yaml"
     path.write_text(yaml.safe_dump({
-        "name": "priced", "question": "q", "settings": {"lake": [], "pond": []},
+        "name": "priced", "question": "q", "settings": {"lake": [], "pond": [], "sea": []},
         "arms": {"a": [], "b": ["lightning.num_threads=2"]}, "seeds": {"start": 0, "stop": 3},
         "pilot_seeds": {"start": 10, "stop": 12}, "metric": "eval_final", "delta": 0.1, "delta_reason": "r",
-        "families": [{"name": "f", "settings": ["lake", "pond"], "contrasts": [{"name": "H", "a": "a", "b": "b"}]}],
+        "families": [{"name": "f", "settings": ["lake", "pond", "sea"], "contrasts": [{"name": "H", "a": "a", "b": "b"}]}],
     }))  # fmt: skip
     spec = load_spec(str(path)).spec
     measured = [
         {"setting": "lake", "arm": "a", "seed": 10, "wall_s": 900.0, "cpu_s": 100.0},
         {"setting": "lake", "arm": "a", "seed": 11, "wall_s": 900.0, "cpu_s": 300.0},
-        {"setting": "lake", "arm": "b", "seed": 10, "wall_s": 50.0},
-        {"setting": "lake", "arm": "b", "seed": 11, "wall_s": 70.0, "cpu_s": None},
+        {"setting": "lake", "arm": "b", "seed": 10, "wall_s": 5000.0},
+        {"setting": "pond", "arm": "b", "seed": 10, "wall_s": 50.0},
+        {"setting": "pond", "arm": "b", "seed": 11, "wall_s": 70.0, "cpu_s": None},
     ]
     cells, lines = cost(spec, measured)
     priced = {(c["setting"], c["arm"]): c["cpu_s"] for c in cells}
-    assert priced == {("lake", "a"): 200.0, ("lake", "b"): 120.0, ("pond", "a"): None, ("pond", "b"): None}
-    assert "| lake | a | 3 | 1 | 200 | the cell's 2 runs (2 with cpu_s) |" in "\n".join(lines)
-    assert "| lake | b | 3 | 2 | 120 | the cell's 2 runs (wall × threads) |" in "\n".join(lines)
+    assert priced == {("lake", "a"): 200.0, ("lake", "b"): 200.0, ("pond", "a"): 60.0, ("pond", "b"): 120.0,
+                      ("sea", "a"): None, ("sea", "b"): None}  # fmt: skip
+    table = "\n".join(lines)
+    assert "| lake | a | 3 | 1 | 200 | the cell's 2 runs, cpu_s |" in table
+    assert "| lake | b | 3 | 2 | 200 | the setting's 2 runs, cpu_s |" in table
+    assert "| pond | a | 3 | 1 | 60 | the setting's 2 runs, wall × threads |" in table
+    assert "| pond | b | 3 | 2 | 120 | the cell's 2 runs, wall × threads |" in table
+    assert "| sea | a | 3 | 1 | unmeasured | - |" in table
     (total,) = [x for x in lines if x.startswith("Runs:")]
+    hours = 3 * (200 + 200 + 60 + 120) / 3600
     assert (
         total
-        == f"Runs: 12 in 4 cells. CPU-hours: {3 * (200 + 120) / 3600:.1f} for the 6 runs of measured settings, plus 6 runs unmeasured."
+        == f"Runs: 18 in 6 cells. CPU-hours: {hours:.1f} for the 12 runs of measured settings, plus 6 runs unmeasured."
     )
