@@ -139,7 +139,8 @@ def play_in_chunks(module, row: dict, episodes: int, chunk: int, on_chunk) -> di
 
     The lab's limit on env errors (``rollout.max_env_error_rate``) holds for the whole evaluation, as in one
     batch, not for each chunk (one error in 8 would be 12%); a share of failed episodes over it raises
-    ``EnvFailure`` once every episode is played and saved."""
+    ``EnvFailure`` once every episode is played and saved. A chunk whose every episode fails stops at once (the
+    collector's rule for a call in which all failed: the env is broken), after the chunks before it were saved."""
     from gigpo_lab.rollout.collector import EnvFailure, too_many_errors
     from gigpo_lab.rollout.held_out import table_metrics
     from gigpo_lab.training.seeds import eval_seeds, eval_streams
@@ -213,9 +214,8 @@ def zero_shot(
     module.policy.eval()
     row |= {"seed": seed, "overrides": args, "build_s": time.perf_counter() - t0, "eval_chunk": chunk}
     row |= play_in_chunks(module, row, module.eval_episodes, chunk, played_here)
-    save(
-        row, out
-    )  # the whole table's metrics (a chunk's save has only its rows), kept if the rollout is stopped
+    # the whole table's metrics (a chunk's save has only its rows), kept if the rollout is stopped
+    save(row, out)
     t2 = time.perf_counter()
     gen = torch.Generator().manual_seed(iteration_seed(seed, 0))
     batch, rollout = module.collector.collect(group_seeds(seed, 0, module.collector.groups), gen)

@@ -66,6 +66,7 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
     (``gigpo_lab.training.distributed``); the other ranks return their own final metrics. ``reporter`` is told
     what a person watching would see: the header, the progress, the summary (by default they are logged).
     """
+    cpu_start = cpu_seconds()  # a run's CPU cost includes building its envs (game generation) and model
     reporter = reporter if reporter is not None else Reporter()
     runtime, loop = _checked_settings(cfg)
     out = output_dir(cfg)
@@ -83,7 +84,7 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
     _check_tracking_rank(trainer, tracking=is_launch_rank_zero())
 
     L.seed_everything(cfg.seed, verbose=False)
-    start = time.perf_counter(), cpu_seconds()
+    start = time.perf_counter(), cpu_start
     _fit(trainer, module, logger_cb, cfg.ckpt_path)
     return _finish(cfg, trainer, logger_cb, out, start, reporter)
 
@@ -336,8 +337,9 @@ def _finish(
     cfg: DictConfig, trainer, logger_cb, out: Path, start: tuple[float, float], reporter: Reporter
 ) -> dict[str, float]:
     """After ``fit``: ``last.ckpt`` (a collective: every rank calls it, rank 0 writes), and on global rank 0 the
-    checkpoint artifact, the wall and CPU seconds since ``start`` (``perf_counter``, ``cpu_seconds``) and the
-    run ended (KILLED if interrupted); the final metrics. ``time/cpu_s`` (``cpu_seconds``) is the run's cost
+    checkpoint artifact, the wall seconds since ``start[0]`` (``perf_counter`` when ``fit`` began) and the CPU
+    seconds since ``start[1]`` (``cpu_seconds`` when ``train`` began, so building the envs and the model is
+    in it), and the run ended (KILLED if interrupted); the final metrics. ``time/cpu_s`` is the run's cost
     whatever else the machine runs; other ranks are not in it."""
     ckpt_dir = out / "checkpoints"
     trainer.save_checkpoint(ckpt_dir / "last.ckpt")

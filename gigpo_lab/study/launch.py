@@ -9,8 +9,9 @@ loses no result. Study runs are **light** by default: last.ckpt alone (still rew
 ``trainer.checkpoint_every`` iterations, so a failed run leaves one), and no checkpoint artifact in MLflow (``--keep-checkpoints`` keeps them all); these switches are not part of a
 job's identity (``tracking.sweep_resume.NOT_IDENTITY``), so resume finds the runs either way.
 
-``--setting`` and ``--arm`` (each repeatable) keep only those cells, so that two commands on disjoint cells run
-side by side, each on a core of its own, with a store each (``--store``): the run files are the record either way.
+``--setting`` and ``--arm`` (each repeatable) keep only those cells: two commands on disjoint cells can run at
+once, with a store each (``--store``; the run files are the record either way). Each launches its jobs through the
+spec's launcher, which may already use every core (``hydra/launcher=local``), so together they share the cores.
 
 A confirmatory run needs a registered, unchanged spec (``registration.check``); ``--pilot`` runs the pilot
 seeds, registered or not. The store defaults to ``sqlite:///<out>/mlflow.db``, inside the study's folder.
@@ -51,6 +52,9 @@ def missing(
         for cell, seeds in spec.grid().items()
         if cell[0] in keep[0] and cell[1] in keep[1]
     }
+    if not cells:
+        grid = ", ".join(f"{s}/{a}" for s, a in spec.grid())
+        raise SpecError(f"--setting/--arm: no cell of the grid is both; its cells: {grid}")
     return {cell: todo for cell, seeds in cells.items()
             if (todo := [s for s in seeds if not run_file(out, *cell, s).is_file()])}  # fmt: skip
 
@@ -124,5 +128,9 @@ def main(argv: list[str]) -> int:
             f"{left} runs still missing (failed cells: {', '.join(failed) or 'none'}); the same command resumes"
         )
         return 1 if failed else 0
-    print("every run of the grid finished")
+    print(
+        "every run of the grid finished"
+        if not (args.setting or args.arm)
+        else "every run of these cells finished"
+    )
     return 0

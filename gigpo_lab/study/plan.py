@@ -3,7 +3,7 @@
 - **The grid**: runs per setting × arm (``Spec.grid``), confirmatory and pilot.
 - **Cost**: per cell, the median CPU seconds per run: the ``cpu_s`` of the cell's measured runs (a run's process
   CPU time, which depends far less than its wall time on what else the machine runs), else of its setting's
-  (any arm); only where no run of the setting has one, the median ``wall_s`` times the cell's torch threads
+  (any arm at the same torch threads); only where no run of the setting has one, the median ``wall_s`` times the cell's torch threads
   (``lightning.num_threads`` in its overrides, else 1), of the cell's runs, else the setting's: an upper bound
   when they ran beside other jobs. Summed: CPU-hours. And the
   median ``disk_mb`` per run where rows carry it. Measured runs are every row the sources hold (a pilot, a
@@ -48,36 +48,44 @@ def run_cost(row: dict, n_threads: int) -> float | None:
     return None if row.get("wall_s") is None else row["wall_s"] * n_threads
 
 
+def cell_rows(spec: Spec, measured: list[dict], setting: str, arm: str) -> tuple[list[dict], list[dict]]:
+    """The measured runs of a cell, and those of its setting at the cell's torch threads (any arm)."""
+    n = threads(spec, setting, arm)
+    own = [r for r in measured if (r["setting"], r["arm"]) == (setting, arm)]
+    near = [r for r in measured if r["setting"] == setting and r["arm"] in spec.arms
+            and threads(spec, setting, r["arm"]) == n]  # fmt: skip
+    return own, near
+
+
+def price(own: list[dict], near: list[dict], n_threads: int) -> tuple[float | None, str]:
+    """A cell's CPU seconds per run (module doc) and where they come from: the median ``cpu_s`` of ``own`` (the
+    cell's runs), else of ``near`` (its setting's at the same threads); where neither has one, the median
+    ``wall_s`` × ``n_threads`` likewise. (None, "-") when nothing was measured."""
+    for timed in (True, False):
+        for rows, what in ((own, "the cell's"), (near, "the setting's")):
+            key = "cpu_s" if timed else "wall_s"
+            values = [r[key] * (1 if timed else n_threads) for r in rows if r.get(key) is not None]
+            if values:
+                how = "cpu_s" if timed else "wall × threads"
+                return statistics.median(values), f"{what} {len(values)} runs, {how}"
+    return None, "-"
+
+
 def cost(spec: Spec, measured: list[dict], seeds: str = "confirmatory") -> tuple[list[dict], list[str]]:
-    """Per cell: runs, the CPU seconds per run it is planned at (module doc), and where that came from; and
+    """Per cell: runs, the CPU seconds per run it is planned at (``price``), and where that came from; and
     the lines of the cost table with its totals."""
 
     def median(values: list[float | None]) -> float | None:
         values = [v for v in values if v is not None]
         return statistics.median(values) if values else None
 
-    def priced(own: list[dict], near: list[dict], n_threads: int) -> tuple[float | None, str]:
-        """CPU seconds first (the cell's runs, else the setting's), then wall × threads likewise."""
-        for timed in (True, False):
-            for rows, what in ((own, "the cell's"), (near, "the setting's")):
-                if timed:
-                    values = [r["cpu_s"] for r in rows if r.get("cpu_s") is not None]
-                else:
-                    values = [r["wall_s"] * n_threads for r in rows if r.get("wall_s") is not None]
-                if values:
-                    return median(values), f"{what} {len(values)} runs, " + (
-                        "cpu_s" if timed else "wall × threads"
-                    )
-        return None, "-"
-
     cells, lines = [], ["| setting | arm | runs | threads | CPU s / run | from | disk MB / run |",
                         "|---|---|---|---|---|---|---|"]  # fmt: skip
     for (setting, arm), planned in spec.grid().items():
         runs = len(planned) if seeds == "confirmatory" else len(spec.pilot_seeds.values)
-        own = [r for r in measured if (r["setting"], r["arm"]) == (setting, arm)]
-        near = [r for r in measured if r["setting"] == setting]
+        own, near = cell_rows(spec, measured, setting, arm)
         n_threads = threads(spec, setting, arm)
-        cpu, source = priced(own, near, n_threads)
+        cpu, source = price(own, near, n_threads)
         disk = median([r.get("disk_mb") for r in own]) or median([r.get("disk_mb") for r in near])
         cells.append({"setting": setting, "arm": arm, "runs": runs, "threads": n_threads, "cpu_s": cpu,
                       "disk_mb": disk})  # fmt: skip
@@ -159,7 +167,7 @@ def main(argv: list[str]) -> int:
     )
     grid = spec.grid()
     print(f"# {spec.name}: plan\n\n{spec.question}\n")
-    print(f"Confirmatory seeds {spec.seeds.start}-{spec.seeds.stop - 1}, pilot seeds "
+    print(f"Confirmatory seeds {spec.confirmatory_seeds_text()}; pilot seeds "
           f"{spec.pilot_seeds.start}-{spec.pilot_seeds.stop - 1}; {len(grid)} cells; "
           f"{len(measured)} measured runs.\n")  # fmt: skip
     for title, which in (("Confirmatory grid", "confirmatory"), ("Pilot grid", "pilot")):

@@ -1,8 +1,9 @@
 """A study's runs as rows: one per finished run, labelled by the spec's setting and arm, from any source.
 
 A row is a dict: ``setting``, ``arm``, ``seed``, ``run_id``, the ``METRICS`` (each run's last value),
-``wall_s`` and ``cpu_s`` (``train.cpu_seconds``: the CPU seconds of the run and its ended children; absent from rows written before it existed); optionally ``recovered`` (rebuilt from an earlier analysis's per-seed values) or ``reused`` (a
-``same_runs`` copy that did not run, standing in with its original's value). Sources:
+``wall_s`` and ``cpu_s`` (``train.cpu_seconds``: the CPU seconds of the run and its ended children; absent
+from rows written before it existed); optionally ``recovered`` (rebuilt from an earlier analysis's per-seed
+values) or ``reused`` (a ``same_runs`` copy that did not run, standing in with its original's value). Sources:
 
 - **the store**: the finished runs of the study's MLflow experiment(s), read with
   ``gigpo_lab.analysis.runs.experiment_records`` (the lab's one MLflow reader). A run that ``gigpo-lab study

@@ -180,6 +180,13 @@ class Spec:
     def family_seeds(self, family: Family) -> list[int]:
         return (family.seeds or self.seeds).values
 
+    def confirmatory_seeds_text(self) -> str:
+        """The confirmatory seeds as text: the spec's range, or each family's where a family sets its own."""
+        ranges = {f.name: f.seeds or self.seeds for f in self.families}
+        if all(r == self.seeds for r in ranges.values()):
+            return f"{self.seeds.start}–{self.seeds.stop - 1}"
+        return ", ".join(f"{name} {r.start}–{r.stop - 1}" for name, r in ranges.items())
+
     def grid(self) -> dict[tuple[str, str], list[int]]:
         """``(setting, arm) -> seeds``: every run the families need, settings in spec order, then arms."""
         cells: dict[tuple[str, str], set[int]] = {}
@@ -399,8 +406,12 @@ def parse_spec(raw: Any, where: str = "spec") -> Spec:
         if (twin := seen.setdefault(frozenset(overrides), name)) != name:
             raise SpecError(f"{where}.arms.{name}: the same overrides as {twin}; a run is one arm's, so remove one "
                             "(to check that two spellings are one config, write them differently)")  # fmt: skip
-    if set(spec.seeds.values) & set(spec.pilot_seeds.values):
-        raise SpecError(f"{where}.pilot_seeds: overlaps the confirmatory seeds; pick a disjoint range")
+    for label, seeds in (
+        ("seeds", spec.seeds),
+        *((f"families.{f.name}.seeds", f.seeds) for f in spec.families),
+    ):
+        if seeds is not None and set(seeds.values) & set(spec.pilot_seeds.values):
+            raise SpecError(f"{where}.pilot_seeds: overlaps {label}; pick a disjoint range")
     if not spec.name.replace("-", "").replace("_", "").isalnum():
         raise SpecError(f"{where}.name: {spec.name!r}; use letters, digits, - and _ (it names folders)")
     return spec

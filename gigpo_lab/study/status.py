@@ -1,15 +1,14 @@
 """``gigpo-lab study status SPEC``: per cell (setting × arm), the runs finished (a run file), running and
-failed (in the store, without a run file) and missing, with the CPU-hours spent and still to go (at the
-cell's median wall time, else its setting's, times its threads)."""
+failed (in the store, without a run file) and missing, with the CPU-hours spent (each finished run's
+``cpu_s``, else its wall time × threads) and still to go (at ``study plan``'s price per run, ``plan.price``)."""
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 from gigpo_lab.study.cli import parser_for
 from gigpo_lab.study.launch import store_of
-from gigpo_lab.study.plan import run_cost, threads
+from gigpo_lab.study.plan import cell_rows, price, run_cost, threads
 from gigpo_lab.study.rows import ARM_TAG, SETTING_TAG, STUDY_TAG, read_run_files
 from gigpo_lab.study.spec import load_spec
 
@@ -53,10 +52,9 @@ def main(argv: list[str]) -> int:
         running = sum(states.get((setting, arm, s)) == "RUNNING" for s in left)
         failed = sum(states.get((setting, arm, s)) in ("FAILED", "KILLED") for s in left)
         n_threads = threads(spec, setting, arm)
-        costs = [c for r in mine if (c := run_cost(r, n_threads))] or [
-            c for r in done.values() if r["setting"] == setting and (c := run_cost(r, n_threads))]  # fmt: skip
+        per_run = price(*cell_rows(spec, list(done.values()), setting, arm), n_threads)[0]
         spent = sum(run_cost(r, n_threads) or 0.0 for r in mine) / 3600
-        togo = len(left) * statistics.median(costs) / 3600 if costs else float("nan")
+        togo = len(left) * per_run / 3600 if per_run is not None else float("nan")
         spent_all += spent
         togo_all += 0.0 if togo != togo else togo
         shown = "?" if togo != togo else f"{togo:.2f}"

@@ -175,11 +175,16 @@ def test_the_env_error_rule_stops_on_a_share_over_the_limit_or_on_all_failed(cou
     """``too_many_errors``, the rule both the collector and the chunked zero-shot evaluation apply: no error never
     stops, every trajectory failed always stops, and more failures never turn a stop into a go."""
     failed = data.draw(st.integers(0, count))
-    stops = too_many_errors(failed, count, limit)
     assert not too_many_errors(0, count, limit)
     assert too_many_errors(count, count, limit)
-    if stops:
+    if too_many_errors(failed, count, limit):
         assert all(too_many_errors(f, count, limit) for f in range(failed, count + 1))
-    # the share is compared with the limit, not the count: 1 of 8 at a limit of 1/8 goes on, 2 of 8 stop
+
+
+def test_the_env_error_rule_compares_the_share_with_the_limit():
+    # 1 of 8 at a limit of 1/8 goes on, 2 of 8 stop; the share is computed, not the limit scaled, so 57 of 100 at
+    # 0.57 goes on (0.57 * 100 is 56.99999999999999 in floats, which the zero-shot script's own rule, before it
+    # shared this one, stopped on)
     assert not too_many_errors(1, 8, 0.125) and too_many_errors(2, 8, 0.125)
-    assert not too_many_errors(0, 0, limit)
+    assert not too_many_errors(57, 100, 0.57) and too_many_errors(58, 100, 0.57)
+    assert not too_many_errors(0, 0, 0.0)  # nothing played: nothing to stop on

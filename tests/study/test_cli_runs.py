@@ -51,7 +51,8 @@ def test_setting_and_arm_keep_only_their_cells_and_a_wrong_name_lists_the_valid_
     file still counts, and a name not in the spec is a one-line error that lists the spec's names."""
     spec = _spec(
         tmp_path, name="cells", question="q", settings={"lake": TINY, "pond": TINY},
-        arms={"a": [], "b": ["estimator=grpo"]}, seeds={"start": 0, "stop": 2}, pilot_seeds={"start": 10, "stop": 12},
+        arms={"a": [], "b": ["estimator=grpo"], "c": ["estimator=rloo"]}, seeds={"start": 0, "stop": 2},
+        pilot_seeds={"start": 10, "stop": 12},
         metric="eval_final", delta=0.1, delta_reason="r",
         families=[{"name": "f", "settings": ["lake", "pond"], "contrasts": [{"name": "H", "a": "a", "b": "b"}]}],
     )  # fmt: skip
@@ -69,7 +70,14 @@ def test_setting_and_arm_keep_only_their_cells_and_a_wrong_name_lists_the_valid_
     assert main([*argv, "--setting", "lake", "--setting", "sea", "--setting", "ocean"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["gigpo-lab study run: --setting sea, ocean: not in the spec; choose from lake, pond"], err
+    assert main([*argv, "--arm", "c"]) == 2  # an arm of the spec that no contrast reads: no cell
+    assert capsys.readouterr().err.strip() == (
+        "gigpo-lab study run: --setting/--arm: no cell of the grid is both; its cells: lake/a, lake/b, pond/a, pond/b"
+    )
     assert not (out / "mlflow.db").exists()  # a dry run starts nothing
+    (done.parent / "seed_11.json").write_text("{}")
+    assert main(["run", spec, "--out", str(out), "--pilot", "--setting", "pond", "--arm", "b"]) == 0
+    assert capsys.readouterr().out.strip().endswith("every run of these cells finished")
 
 
 @pytest.mark.slow

@@ -11,19 +11,30 @@ from gigpo_lab.study.plan import power
 from gigpo_lab.study.spec import load_spec
 
 
-def test_each_contrast_line_holds_its_pilot_sd_seeds_power_and_detectable_effect():
-    spec = load_spec("gigpo_llm_claims").spec
+def test_each_contrast_line_holds_its_pilot_sd_seeds_power_and_detectable_effect(tmp_path):
+    import yaml
+
+    path = tmp_path / "powered.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "powered", "question": "q", "settings": {"lake": [], "pond": []},
+        "arms": {"a": [], "b": ["estimator=grpo"], "c": ["estimator=rloo"]},
+        "seeds": {"start": 0, "stop": 30}, "pilot_seeds": {"start": 900, "stop": 905}, "metric": "eval_final",
+        "delta": 0.1, "delta_reason": "r",
+        "families": [{"name": "f", "settings": ["lake", "pond"],
+                      "contrasts": [{"name": "H1", "a": "a", "b": "b"}, {"name": "H2", "a": "a", "b": "c"}]}],
+    }))  # fmt: skip
+    spec = load_spec(str(path)).spec
     a = [0.40, 0.55, 0.30, 0.62, 0.48]
     b = [0.35, 0.40, 0.38, 0.45, 0.50]
     rows = [
-        {"setting": "frozenlake_random", "arm": arm, "seed": 900 + i, "eval_final": v}
-        for arm, values in (("gigpo_paper", a), ("grpo_paper", b))
+        {"setting": "lake", "arm": arm, "seed": 900 + i, "eval_final": v}
+        for arm, values in (("a", a), ("b", b))
         for i, v in enumerate(values)
     ]
     lines = power(spec, rows)
-    (line,) = [x for x in lines if x.startswith("| H1 frozenlake_random |")]
+    (line,) = [x for x in lines if x.startswith("| H1 lake |")]
     cells = [c.strip() for c in line.strip("|").split("|")]
-    family = next(f for f in spec.families if f.name == "paper")
+    (family,) = spec.families
     alpha = planning_alpha(spec.alpha, len(family.expanded()))
     planned = len(spec.family_seeds(family))
     sd = float(np.std(np.subtract(a, b), ddof=1))
@@ -34,47 +45,82 @@ def test_each_contrast_line_holds_its_pilot_sd_seeds_power_and_detectable_effect
     )
     assert float(cells[5]) == pytest.approx(detectable_effect(planned, sd, alpha), abs=5e-4)
     # a contrast without two pilot pairs has no numbers
-    (empty,) = [x for x in lines if x.startswith("| H2 frozenlake_random |")]
+    (empty,) = [x for x in lines if x.startswith("| H2 lake |")]
     assert empty.count("| - ") == 4
 
 
-def test_a_cell_is_priced_by_cpu_seconds_where_its_setting_has_them_else_by_wall_times_threads(tmp_path):
-    """``study plan``'s cost per run: the median ``cpu_s`` of the cell's runs, else of its setting's (other jobs
-    on the machine inflate wall time, not CPU time); where no run of the setting has one, ``wall_s`` × the cell's
-    torch threads, of the cell's runs, else of the setting's; a setting without runs is unmeasured and left out
-    of the CPU-hours."""
+def _priced_spec(tmp_path) -> str:
     import yaml
-
-    from gigpo_lab.study.plan import cost
 
     path = tmp_path / "priced.yaml"
     path.write_text(yaml.safe_dump({
         "name": "priced", "question": "q", "settings": {"lake": [], "pond": [], "sea": []},
-        "arms": {"a": [], "b": ["lightning.num_threads=2"]}, "seeds": {"start": 0, "stop": 3},
-        "pilot_seeds": {"start": 10, "stop": 12}, "metric": "eval_final", "delta": 0.1, "delta_reason": "r",
-        "families": [{"name": "f", "settings": ["lake", "pond", "sea"], "contrasts": [{"name": "H", "a": "a", "b": "b"}]}],
+        "arms": {"a": [], "b": ["lightning.num_threads=2"], "c": ["estimator=grpo"]},
+        "seeds": {"start": 0, "stop": 3}, "pilot_seeds": {"start": 10, "stop": 12}, "metric": "eval_final",
+        "delta": 0.1, "delta_reason": "r",
+        "families": [{"name": "f", "settings": ["lake", "pond", "sea"],
+                      "contrasts": [{"name": "H", "a": "a", "b": "b"}, {"name": "H2", "a": "c", "b": "a"}]}],
     }))  # fmt: skip
-    spec = load_spec(str(path)).spec
-    measured = [
-        {"setting": "lake", "arm": "a", "seed": 10, "wall_s": 900.0, "cpu_s": 100.0},
-        {"setting": "lake", "arm": "a", "seed": 11, "wall_s": 900.0, "cpu_s": 300.0},
-        {"setting": "lake", "arm": "b", "seed": 10, "wall_s": 5000.0},
-        {"setting": "pond", "arm": "b", "seed": 10, "wall_s": 50.0},
-        {"setting": "pond", "arm": "b", "seed": 11, "wall_s": 70.0, "cpu_s": None},
-    ]
-    cells, lines = cost(spec, measured)
+    return str(path)
+
+
+#: Measured runs: lake/a with cpu_s, lake/b (2 threads) and pond/b with wall times only.
+MEASURED = [
+    {"setting": "lake", "arm": "a", "seed": 10, "wall_s": 900.0, "cpu_s": 100.0},
+    {"setting": "lake", "arm": "a", "seed": 11, "wall_s": 900.0, "cpu_s": 300.0},
+    {"setting": "lake", "arm": "b", "seed": 10, "wall_s": 5000.0},
+    {"setting": "pond", "arm": "b", "seed": 10, "wall_s": 50.0},
+    {"setting": "pond", "arm": "b", "seed": 11, "wall_s": 70.0, "cpu_s": None},
+]
+
+
+def test_a_cell_is_priced_by_cpu_seconds_at_its_threads_else_by_wall_times_threads(tmp_path):
+    """``study plan``'s cost per run: the median ``cpu_s`` of the cell's runs, else of its setting's runs at the
+    same torch threads (other jobs on the machine inflate wall time, not CPU time); where none has one,
+    ``wall_s`` × the cell's threads, of the cell's runs, else of the setting's at those threads; a cell with
+    none of these is unmeasured and left out of the CPU-hours."""
+    from gigpo_lab.study.plan import cost
+
+    spec = load_spec(_priced_spec(tmp_path)).spec
+    cells, lines = cost(spec, MEASURED)
     priced = {(c["setting"], c["arm"]): c["cpu_s"] for c in cells}
-    assert priced == {("lake", "a"): 200.0, ("lake", "b"): 200.0, ("pond", "a"): 60.0, ("pond", "b"): 120.0,
-                      ("sea", "a"): None, ("sea", "b"): None}  # fmt: skip
+    assert priced == {
+        ("lake", "a"): 200.0, ("lake", "b"): 10000.0, ("lake", "c"): 200.0,
+        ("pond", "a"): None, ("pond", "b"): 120.0, ("pond", "c"): None,
+        ("sea", "a"): None, ("sea", "b"): None, ("sea", "c"): None,
+    }  # fmt: skip
     table = "\n".join(lines)
     assert "| lake | a | 3 | 1 | 200 | the cell's 2 runs, cpu_s |" in table
-    assert "| lake | b | 3 | 2 | 200 | the setting's 2 runs, cpu_s |" in table
-    assert "| pond | a | 3 | 1 | 60 | the setting's 2 runs, wall × threads |" in table
+    assert (
+        "| lake | b | 3 | 2 | 10000 | the cell's 1 runs, wall × threads |" in table
+    )  # not a's 1-thread cpu_s
+    assert "| lake | c | 3 | 1 | 200 | the setting's 2 runs, cpu_s |" in table
     assert "| pond | b | 3 | 2 | 120 | the cell's 2 runs, wall × threads |" in table
-    assert "| sea | a | 3 | 1 | unmeasured | - |" in table
+    assert "| pond | a | 3 | 1 | unmeasured | - |" in table  # pond's only runs are at 2 threads
     (total,) = [x for x in lines if x.startswith("Runs:")]
-    hours = 3 * (200 + 200 + 60 + 120) / 3600
+    hours = 3 * (200 + 10000 + 200 + 120) / 3600
     assert (
         total
-        == f"Runs: 18 in 6 cells. CPU-hours: {hours:.1f} for the 12 runs of measured settings, plus 6 runs unmeasured."
+        == f"Runs: 27 in 9 cells. CPU-hours: {hours:.1f} for the 12 runs of measured settings, plus 15 runs unmeasured."
     )
+
+
+def test_status_spends_each_runs_cpu_s_and_prices_what_is_left_as_plan_does(tmp_path, capsys):
+    """``study status --pilot`` over run files: CPU-hours spent are each finished run's ``cpu_s`` (else wall ×
+    threads), and to go the cell's ``plan.price`` per missing run."""
+    import json
+
+    from gigpo_lab.study.cli import main
+
+    spec, out = _priced_spec(tmp_path), tmp_path / "priced"
+    for row in MEASURED:
+        path = out / "runs" / row["setting"] / row["arm"] / f"seed_{row['seed']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(row | {"run_id": f"r{row['seed']}", "eval_final": 0.5}))
+    assert main(["status", spec, "--out", str(out), "--pilot"]) == 0
+    table = capsys.readouterr().out
+    assert f"| lake | a | 2 | 0 | 0 | 0 | {400 / 3600:.2f} | 0.00 |" in table
+    assert f"| lake | b | 1 | 0 | 0 | 1 | {10000 / 3600:.2f} | {10000 / 3600:.2f} |" in table
+    assert f"| lake | c | 0 | 0 | 0 | 2 | 0.00 | {400 / 3600:.2f} |" in table
+    assert f"| pond | b | 2 | 0 | 0 | 0 | {240 / 3600:.2f} | 0.00 |" in table
+    assert "| pond | a | 0 | 0 | 0 | 2 | 0.00 | ? |" in table

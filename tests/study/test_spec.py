@@ -46,7 +46,18 @@ def _broken(path: list, value=None, delete: bool = False) -> dict:
         (["delta"], -0.1, False, r"spec\.delta: -0\.1 must be > 0"),
         (["alpha"], 1.5, False, r"spec\.alpha: 1\.5 must lie in \(0, 1\)"),
         (["seeds"], {"start": 0, "stop": 1}, False, r"spec\.seeds: stop - start = 1"),
-        (["pilot_seeds"], {"start": 50, "stop": 70}, False, r"spec\.pilot_seeds: overlaps the confirmatory"),
+        (
+            ["pilot_seeds"],
+            {"start": 50, "stop": 70},
+            False,
+            r"spec\.pilot_seeds: overlaps seeds; pick a disjoint",
+        ),
+        (
+            ["families", 0, "seeds"],
+            {"start": 100, "stop": 130},
+            False,
+            r"spec\.pilot_seeds: overlaps families\.\w+\.seeds",
+        ),
         (
             ["families", 0, "contrasts", 0, "a"],
             "gigpoo",
@@ -142,3 +153,14 @@ def test_a_familys_own_delta_is_what_its_verdicts_and_its_registration_use():
     assert "**δ = 0.25** for this family's verdicts: 60 seeds detect 0.25" in render(
         LoadedSpec(spec, Path("s.yaml"), raw, "h")
     )
+
+
+def test_the_confirmatory_seeds_read_per_family_where_a_family_sets_its_own():
+    raw = copy.deepcopy(RAW)
+    for family in raw["families"]:
+        family.pop("seeds", None)
+    assert parse_spec(raw).confirmatory_seeds_text() == "0–59"
+    raw["families"][0]["seeds"] = {"start": 0, "stop": 24}
+    spec = parse_spec(raw)
+    first, *rest = [f.name for f in spec.families]
+    assert spec.confirmatory_seeds_text() == ", ".join([f"{first} 0–23", *(f"{n} 0–59" for n in rest)])

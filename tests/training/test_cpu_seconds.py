@@ -1,23 +1,49 @@
 """``train.cpu_seconds``, a run's ``cpu_s``: the CPU time of the run's process and of the children it has waited
-for (TextWorld's game generation runs in child processes), which ``study plan`` prices runs by."""
+for (TextWorld's game generation runs in child processes), from the start of ``train``, so building the envs is
+in it. ``study plan`` prices runs by it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
-from gigpo_lab.train import cpu_seconds
+from gigpo_lab.config_paths import compose_config
+from gigpo_lab.train import cpu_seconds, train
+from tests.training.costly_env import BURN
 
-BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
 
-
-def test_a_waited_childs_cpu_time_is_counted():
+def test_a_waited_childs_cpu_time_is_counted_and_its_sleep_is_not():
     before = cpu_seconds()
-    subprocess.run([sys.executable, "-c", BURN.format(s=0.5)], check=True)
-    assert cpu_seconds() - before >= 0.5  # the child burned at least 0.5 s of its own CPU time, then ended
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(1.0)\n" + BURN, "0.5"], check=True)
+    spent = cpu_seconds() - before
+    assert 0.48 <= spent < 1.0, spent  # the child's 0.5 s of CPU (in 10 ms ticks), not its 1.5 s of wall
 
 
-def test_this_processs_own_cpu_time_is_counted():
+def test_this_processs_own_cpu_time_is_counted_and_a_sleep_is_not():
     before = cpu_seconds()
-    exec(BURN.format(s=0.3), {})  # noqa: S102 - the same busy loop, in this process
-    assert cpu_seconds() - before >= 0.3
+    time.sleep(1.0)
+    asleep = cpu_seconds() - before  # other threads of the test process may run meanwhile: well under 1 s
+    exec(BURN.replace("float(sys.argv[1])", "0.3"), {})  # noqa: S102 - the same busy loop, in this process
+    assert asleep < 0.5 and cpu_seconds() - before >= 0.28, asleep  # os.times counts in 10 ms ticks
+
+
+def test_a_runs_cpu_s_includes_building_its_envs(tiny_overrides, tmp_path):
+    """Two tiny runs alike but for a child that burns 3 CPU-seconds when the first env is built (as game
+    generation does, before ``fit``): the second run's ``cpu_s`` is about 3 s more. A first run warms the
+    process (its imports cost CPU once)."""
+
+    def run(child_cpu_s: float, name: str) -> float:
+        import tests.training.costly_env as costly
+
+        costly._burned = False
+        overrides = [o for o in tiny_overrides if not o.startswith("output_dir=")]
+        cfg = compose_config([
+            *overrides, f"output_dir={tmp_path / name}", "env._target_=tests.training.costly_env.make_costly_env",
+            f"+env.child_cpu_s={child_cpu_s}",
+        ])  # fmt: skip
+        return train(cfg)["time/cpu_s"]
+
+    run(0.0, "warm")
+    plain, costly = run(0.0, "plain"), run(3.0, "costly")
+    assert costly - plain > 2.0, (plain, costly)
