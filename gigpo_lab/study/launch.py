@@ -11,7 +11,8 @@ job's identity (``tracking.sweep_resume.NOT_IDENTITY``), so resume finds the run
 
 ``--setting`` and ``--arm`` (each repeatable) keep only those cells: two commands on disjoint cells can run at
 once, with a store each (``--store``; the run files are the record either way). Each launches its jobs through the
-spec's launcher, which may already use every core (``hydra/launcher=local``), so together they share the cores.
+spec's launcher, which may already use every core (``hydra/launcher=local``), so together they share the cores
+and the memory: a SmolLM2 run peaks near 7 GB resident, and four at once were OOM-killed on a 24 GiB machine.
 
 A confirmatory run needs a registered, unchanged spec (``registration.check``); ``--pilot`` runs the pilot
 seeds, registered or not. The store defaults to ``sqlite:///<out>/mlflow.db``, inside the study's folder.
