@@ -3,9 +3,9 @@
 - **The grid**: runs per setting × arm (``Spec.grid``), confirmatory and pilot.
 - **Cost**: per cell, the median CPU seconds per run: the ``cpu_s`` of the cell's measured runs (a run's process
   CPU time, which depends far less than its wall time on what else the machine runs), else of its setting's
-  (any arm at the same torch threads); only where no run of the setting has one, the median ``wall_s`` times the cell's torch threads
-  (``lightning.num_threads`` in its overrides, else 1), of the cell's runs, else the setting's: an upper bound
-  when they ran beside other jobs. Summed: CPU-hours. And the
+  (any arm at the same torch threads); only where none has one, the median ``wall_s`` times the cell's torch
+  threads (``lightning.num_threads`` in its overrides, else 1), of the cell's runs, else the setting's: an upper
+  bound when they ran beside other jobs (``price``). Summed: CPU-hours. And the
   median ``disk_mb`` per run where rows carry it. Measured runs are every row the sources hold (a pilot, a
   short timing probe, earlier runs). A cell with no measured setting is listed as unmeasured.
 - **Power**, from pilot data (rows on the pilot seeds): per contrast of a confirmatory family on its metric,
