@@ -18,15 +18,25 @@ from pathlib import Path
 
 import torch
 
+from gigpo_lab.policy.frozen_base import RECORD_KEY, put_back
+
 #: Where the LightningModule keeps the policy in its state dict.
 POLICY_PREFIX = "policy."
 
 
 def policy_state(ckpt_path: str | Path) -> dict[str, object]:
-    """The policy's entries of a Lightning checkpoint's state dict, without the ``policy.`` prefix."""
+    """The policy's entries of a Lightning checkpoint's state dict, without the ``policy.`` prefix. A
+    checkpoint saved without its frozen base (``trainer.checkpoint_frozen_base=false``) lacks those weights;
+    ``left_out`` gives their record for ``frozen_base.put_back``."""
     checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
     state = checkpoint.get("state_dict", checkpoint)
     return {k[len(POLICY_PREFIX) :]: v for k, v in state.items() if k.startswith(POLICY_PREFIX)}
+
+
+def left_out(ckpt_path: str | Path) -> dict | None:
+    """The record of the policy's frozen weights that the checkpoint left out, or None if it holds them."""
+    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+    return checkpoint.get("gigpo_lab", {}).get(RECORD_KEY, {}).get(POLICY_PREFIX)
 
 
 def export_hf(ckpt_path: str | Path, out_dir: str | Path, base_path: str | None = None) -> Path:
@@ -55,6 +65,8 @@ def export_hf(ckpt_path: str | Path, out_dir: str | Path, base_path: str | None 
     )
     # the critic's value head (estimator=ppo) is no part of the language model
     state = {k: v for k, v in state.items() if not k.startswith("value_head.")}
+    if (record := left_out(ckpt_path)) is not None:
+        put_back(state, policy, "", record, str(ckpt_path))
     policy.load_state_dict({**state, "_extra_state": build_args})
     model = policy.model.merge_and_unload() if policy.lora_enabled else policy.model
     model.config.use_cache = True

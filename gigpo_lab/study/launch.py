@@ -6,7 +6,9 @@ Per cell (setting × arm) whose seeds lack a run file (``<out>/runs/<setting>/<a
 FINISHED jobs are skipped). Each run is tagged ``study``, ``study_setting``, ``study_arm``,
 ``study_spec_hash`` (and ``seed``), and writes its metrics row to its run file as it finishes, so a lost store
 loses no result. Study runs are **light** by default: last.ckpt alone (still rewritten every
-``trainer.checkpoint_every`` iterations, so a failed run leaves one), and no checkpoint artifact in MLflow (``--keep-checkpoints`` keeps them all); these switches are not part of a
+``trainer.checkpoint_every`` iterations, so a failed run leaves one), without the frozen base weights (an LLM's
+checkpoint holds its adapters; a resume rebuilds the base: ``gigpo_lab/policy/frozen_base.py``), and no
+checkpoint artifact in MLflow (``--keep-checkpoints`` keeps them all, whole); these switches are not part of a
 job's identity (``tracking.sweep_resume.NOT_IDENTITY``), so resume finds the runs either way.
 
 ``--setting`` and ``--arm`` (each repeatable) keep only those cells: two commands on disjoint cells can run at
@@ -82,6 +84,7 @@ def command(loaded: LoadedSpec, setting: str, arm: str, seeds: list[int], out: P
         *(f"+tracking.tags.{k}={v}" for k, v in tags.items()),
         f"tracking.row_file='{rows}/seed_${{seed}}.json'",
         f"trainer.keep_checkpoints={str(not light).lower()}", f"tracking.log_checkpoint={str(not light).lower()}",
+        f"trainer.checkpoint_frozen_base={str(not light).lower()}",
         f"hydra.sweep.dir='{out.resolve()}/outputs/{setting}/{arm}'",
         "resume=true",
     ]  # fmt: skip

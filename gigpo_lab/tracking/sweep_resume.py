@@ -24,7 +24,12 @@ SUPERSEDED_TAG = "superseded_by"
 
 
 #: Keys that do not make a job another job: what a run keeps on disk and where it reports, not what it computes.
-NOT_IDENTITY = ("trainer.keep_checkpoints", "tracking.log_checkpoint", "tracking.row_file")
+NOT_IDENTITY = (
+    "trainer.keep_checkpoints",
+    "trainer.checkpoint_frozen_base",
+    "tracking.log_checkpoint",
+    "tracking.row_file",
+)
 #: Prefixes of such keys (a run's extra tags).
 NOT_IDENTITY_PREFIX = "tracking.tags."
 

@@ -150,7 +150,8 @@ SHARDED_STRATEGY = "gigpo_lab.training.fsdp.ShardedStrategy"
 
 
 def _sharding_checks(cfg: DictConfig, tiny: bool, shared: bool) -> list[tuple[bool, str]]:
-    """What ``lightning=fsdp`` cannot run: the tiny policy (no decoder layers to shard) and packed updates."""
+    """What ``lightning=fsdp`` cannot run: the tiny policy (no decoder layers to shard), packed updates, and
+    checkpoints without the frozen base (``gigpo_lab/policy/frozen_base.py``)."""
     strategy = OmegaConf.select(cfg, "lightning.strategy")
     if not (isinstance(strategy, DictConfig) and strategy.get("_target_") == SHARDED_STRATEGY):
         return []
@@ -164,6 +165,11 @@ def _sharding_checks(cfg: DictConfig, tiny: bool, shared: bool) -> list[tuple[bo
             not shared,
             "trainer.shared_prefix=true with lightning=fsdp: packed chunks are bounded by tokens, so the ranks "
             "would run different numbers of sharded forwards and hang; set trainer.shared_prefix=false",
+        ),
+        (
+            cfg.trainer.checkpoint_frozen_base,
+            "trainer.checkpoint_frozen_base=false with lightning=fsdp: the frozen weights' fingerprint reads whole "
+            "tensors, and a rank holds shards of them; set trainer.checkpoint_frozen_base=true",
         ),
     ]
 

@@ -30,6 +30,9 @@ from gigpo_lab.algorithm.group_filter import NoFilter
 from gigpo_lab.algorithm.loss import LossOutput, PolicyLoss
 from gigpo_lab.algorithm.shaping import clip_rewards, penalize_kl
 from gigpo_lab.batch import StepBatch
+from gigpo_lab.policy.frozen_base import RECORD_KEY as FROZEN_RECORD
+from gigpo_lab.policy.frozen_base import leave_out, put_back
+from gigpo_lab.policy.frozen_base import record as frozen_record
 from gigpo_lab.rollout.schema import RolloutConfig  # the evaluation defaults, written once there
 from gigpo_lab.training.critic import score_values
 from gigpo_lab.training.data import Iterations, shuffled_minibatches
@@ -137,6 +140,11 @@ class GiGPOModule(L.LightningModule):
         self._train_stats: defaultdict[str, list[float]] = defaultdict(list)
         self._iter_metrics: dict[str, float] = {}
         self._update_start = 0.0
+        #: By state-dict prefix, what a checkpoint keeps of the frozen weights it leaves out (none unless
+        #: trainer.checkpoint_frozen_base=false), taken now, before a precision plugin may cast the module.
+        self._frozen_records = {} if loop.checkpoint_frozen_base else {
+            prefix: frozen_record(module) for prefix, module in self._frozen_holders().items()
+        }  # fmt: skip
         # trainer.shared_prefix(_tokens): null is the policy's choice (several processes turn it off: on_fit_start)
         packed = getattr(policy, "packed_update", False), getattr(policy, "packed_tokens", 0)  # any nn.Module
         self.passes = PolicyPasses(
@@ -170,13 +178,31 @@ class GiGPOModule(L.LightningModule):
             "exploration": self.exploration.state(),
             "eval_curve": self.eval_curve.state(),
         }
+        for prefix, kept in self._frozen_records.items():  # trainer.checkpoint_frozen_base=false
+            leave_out(checkpoint["state_dict"], prefix, kept)
+        if self._frozen_records:
+            checkpoint["gigpo_lab"][FROZEN_RECORD] = self._frozen_records
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("gigpo_lab", {})
+        holders = self._frozen_holders()
+        for prefix, kept in state.get(FROZEN_RECORD, {}).items():
+            current = self._frozen_records.get(prefix)
+            put_back(
+                checkpoint["state_dict"], holders[prefix], prefix, kept, "ckpt_path's checkpoint", current
+            )
         self.env_steps_total = int(state.get("env_steps_total", 0))
         self.collapses.load(state.get("collapses", {}))
         self.exploration.load(state.get("exploration", {}))
         self.eval_curve.load(state.get("eval_curve", {}))
+
+    def _frozen_holders(self) -> dict[str, torch.nn.Module]:
+        """The modules whose frozen weights a checkpoint may leave out, by state-dict prefix: the policy (an LLM's
+        base under LoRA) and a reference that is a module of its own (a frozen copy of the starting policy)."""
+        holders = {"policy.": self.policy}
+        if isinstance(self.reference, torch.nn.Module):
+            holders["reference."] = self.reference
+        return holders
 
     # ----------------------------------------------------------------- one iteration
     def configure_model(self) -> None:

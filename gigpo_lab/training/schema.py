@@ -93,6 +93,12 @@ class TrainerConfig:
     #: rewritten every checkpoint_every iterations (a light run: ``gigpo-lab study run``'s default). Not part of
     #: a sweep job's identity (resume).
     keep_checkpoints: bool = True
+    #: true = a checkpoint holds every weight; false = it leaves out the weights that do not train (an LLM's
+    #: base under LoRA, a frozen reference copy) and records their fingerprint: SmolLM2-135M's checkpoint drops
+    #: from about 600 MB to the adapters and the optimizer state. A resume and ``gigpo-lab export`` rebuild
+    #: them from the model's folder and refuse another base (``gigpo_lab/policy/frozen_base.py``). Not
+    #: with lightning=fsdp. ``gigpo-lab study run``'s light runs set it false. Not part of a sweep job's identity.
+    checkpoint_frozen_base: bool = True
     #: Evaluate on held-out seeds every N iterations (and after the last); 0 = never.
     eval_every: int = param(5, low=0)
     #: true = the evaluations start at iteration 0, before the first update; false = at iteration eval_every

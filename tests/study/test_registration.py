@@ -76,6 +76,7 @@ def test_an_unregistered_spec_runs_only_its_pilot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "4 runs to go in 2 cells (pilot)" in out and "seed=10,11" in out
     assert "+tracking.tags.study_arm=a" in out and "trainer.keep_checkpoints=false" in out
+    assert "trainer.checkpoint_frozen_base=false" in out
 
 
 def test_the_registered_studys_text_is_generated_from_its_spec():

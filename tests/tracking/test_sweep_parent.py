@@ -202,6 +202,7 @@ def test_what_a_run_keeps_and_where_it_reports_are_no_part_of_its_key():
     from gigpo_lab.tracking.sweep_resume import job_key
 
     light = ["seed=1", "trainer.keep_checkpoints=false", "tracking.log_checkpoint=false",
+             "trainer.checkpoint_frozen_base=false",
              "tracking.row_file='/s/runs/a/seed_${seed}.json'", "+tracking.tags.study_spec_hash=abc"]  # fmt: skip
     assert job_key(light) == job_key(["seed=1"])
     assert job_key(["seed=1", "trainer.checkpoint_every=2"]) != job_key(["seed=1"])  # that one is identity

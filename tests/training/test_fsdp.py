@@ -164,8 +164,12 @@ def test_lora_under_fsdp_trains_the_adapters_only_and_repeats_ddp(model_dir, tmp
             ["model=hf", "model.path=.", "trainer.shared_prefix=true"],
             r"^trainer.shared_prefix=true with lightning=fsdp: .*set trainer.shared_prefix=false$",
         ),
+        (
+            ["model=hf", "model.path=.", "trainer.checkpoint_frozen_base=false"],
+            r"^trainer.checkpoint_frozen_base=false with lightning=fsdp: .*set trainer.checkpoint_frozen_base=true$",
+        ),
     ],
-    ids=["tiny_policy", "shared_prefix"],
+    ids=["tiny_policy", "shared_prefix", "frozen_base"],
 )
 def test_what_fsdp_cannot_run_is_refused_at_compose_time(overrides, message):
     from gigpo_lab.training.config_checks import validate_config
