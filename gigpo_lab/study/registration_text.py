@@ -15,6 +15,10 @@ def render(loaded: LoadedSpec) -> str:
     """The registration of the spec as Markdown."""
     spec = loaded.spec
     rule = inspect.getdoc(RULES[spec.verdict]) or spec.verdict
+    # the spec's range, unless no family uses it (each sets its own): then the families' ranges. A spec where
+    # some family uses it (gigpo_claims, registered before this) keeps its text byte for byte.
+    unused = all(f.seeds is not None for f in spec.families)
+    seeds = spec.confirmatory_seeds_text() if unused else f"{spec.seeds.start}–{spec.seeds.stop - 1}"
     lines = [
         f"# Registration: {spec.name}",
         "",
@@ -36,7 +40,7 @@ def render(loaded: LoadedSpec) -> str:
         "",
         "## Seeds, metric, δ, rule",
         "",
-        f"- **Confirmatory seeds** {spec.seeds.start}–{spec.seeds.stop - 1}; **pilot seeds** "
+        f"- **Confirmatory seeds** {seeds}; **pilot seeds** "
         f"{spec.pilot_seeds.start}–{spec.pilot_seeds.stop - 1}, never pooled with them.",
         f"- **Primary metric** `{spec.metric}`; secondary, never confirmatory: "
         f"{', '.join(f'`{m}`' for m in spec.secondary) or 'none'}.",

@@ -31,6 +31,15 @@ def _write(path, **changes):
     return str(path)
 
 
+def test_the_text_gives_the_families_seeds_where_none_uses_the_specs(tmp_path):
+    from gigpo_lab.study.registration_text import render
+
+    assert "**Confirmatory seeds** 0–3; **pilot" in render(load_spec(_write(tmp_path / "a.yaml")))
+    own = [{**SPEC["families"][0], "seeds": {"start": 20, "stop": 25}}]
+    text = render(load_spec(_write(tmp_path / "b.yaml", families=own)))
+    assert "**Confirmatory seeds** main 20–24; **pilot" in text and "0–3" not in text
+
+
 def test_register_then_refuse_a_changed_spec_until_it_is_amended(tmp_path, capsys):
     spec = _write(tmp_path / "s.yaml")
     assert main(["register", spec]) == 0
