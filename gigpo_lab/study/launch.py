@@ -11,8 +11,10 @@ checkpoint holds its adapters; a resume rebuilds the base: ``gigpo_lab/policy/fr
 checkpoint artifact in MLflow (``--keep-checkpoints`` keeps them all, whole); these switches are not part of a
 job's identity (``tracking.sweep_resume.NOT_IDENTITY``), so resume finds the runs either way.
 
-``--setting`` and ``--arm`` (each repeatable) keep only those cells: two commands on disjoint cells can run at
-once, with a store each (``--store``; the run files are the record either way). Each launches its jobs through the
+``--setting`` and ``--arm`` (each repeatable) keep only those cells, and ``--seed`` (repeatable) only those seeds
+of them: a loop over ``--seed`` finishes a setting's pairs a seed at a time, where one command finishes a cell
+(every seed of one arm) before the next arm starts. Two commands on disjoint cells or seeds can run at once,
+with a store each (``--store``; the run files are the record either way). Each launches its jobs through the
 spec's launcher, which may already use every core (``hydra/launcher=local``), so together they share the cores
 and the memory: a SmolLM2 run peaks near 7 GB resident, and four at once were OOM-killed on a 24 GiB machine.
 
@@ -45,9 +47,10 @@ def missing(
     pilot: bool,
     settings: list[str] | None = None,
     arms: list[str] | None = None,
+    seeds: list[int] | None = None,
 ) -> dict[tuple[str, str], list[int]]:
-    """Per cell (of ``settings`` × ``arms``; None: every one), the seeds of this grid (confirmatory or pilot)
-    that have no run file yet."""
+    """Per cell (of ``settings`` × ``arms``; None: every one), the seeds of this grid (confirmatory or pilot),
+    of ``seeds`` only if given, that have no run file yet."""
     spec = loaded.spec
     keep = chosen(settings, list(spec.settings), "--setting"), chosen(arms, list(spec.arms), "--arm")
     cells = {
@@ -58,8 +61,25 @@ def missing(
     if not cells:
         grid = ", ".join(f"{s}/{a}" for s, a in spec.grid())
         raise SpecError(f"--setting/--arm: no cell of the grid is both; its cells: {grid}")
-    return {cell: todo for cell, seeds in cells.items()
-            if (todo := [s for s in seeds if not run_file(out, *cell, s).is_file()])}  # fmt: skip
+    if seeds is not None:
+        grid_seeds = sorted({s for cell_seeds in cells.values() for s in cell_seeds})
+        if unknown := [s for s in seeds if s not in grid_seeds]:
+            raise SpecError(f"--seed {', '.join(map(str, unknown))}: not a {'pilot' if pilot else 'confirmatory'} "
+                            f"seed of these cells; choose from {_ranges(grid_seeds)}")  # fmt: skip
+        cells = {cell: [s for s in cell_seeds if s in seeds] for cell, cell_seeds in cells.items()}
+    return {cell: todo for cell, cell_seeds in cells.items()
+            if (todo := [s for s in cell_seeds if not run_file(out, *cell, s).is_file()])}  # fmt: skip
+
+
+def _ranges(values: list[int]) -> str:
+    """Sorted ints as runs: ``[1, 2, 3, 7]`` -> ``1–3, 7``."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and v == runs[-1][-1] + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 def store_of(out: Path, store: str | None) -> str:
@@ -99,6 +119,7 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--setting", action="append", help="run only this setting's cells (repeatable)")
     parser.add_argument("--arm", action="append", help="run only this arm's cells (repeatable)")
+    parser.add_argument("--seed", action="append", type=int, help="run only this seed (repeatable)")
     parser.add_argument("--keep-checkpoints", action="store_true", help="keep every periodic checkpoint")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = parser.parse_args(argv)
@@ -108,7 +129,7 @@ def main(argv: list[str]) -> int:
         raise SpecError(f"{loaded.path}: not registered; run `gigpo-lab study register {args.spec}` and commit "
                         "the registration before confirmatory runs (or give --pilot)")  # fmt: skip
     out = args.out or Path.cwd() / loaded.spec.name
-    todo = missing(loaded, out, args.pilot, args.setting, args.arm)
+    todo = missing(loaded, out, args.pilot, args.setting, args.arm, args.seed)
     store = store_of(out, args.store)
     total = sum(map(len, todo.values()))
     print(f"{loaded.spec.name}: {total} runs to go in {len(todo)} cells ({'pilot' if args.pilot else 'confirmatory'})"
@@ -123,7 +144,7 @@ def main(argv: list[str]) -> int:
         if subprocess.run(cmd).returncode:
             failed.append(f"{setting}/{arm}")
     left = (
-        sum(map(len, missing(loaded, out, args.pilot, args.setting, args.arm).values()))
+        sum(map(len, missing(loaded, out, args.pilot, args.setting, args.arm, args.seed).values()))
         if not args.dry_run
         else total
     )
@@ -134,7 +155,7 @@ def main(argv: list[str]) -> int:
         return 1 if failed else 0
     print(
         "every run of the grid finished"
-        if not (args.setting or args.arm)
+        if not (args.setting or args.arm or args.seed)
         else "every run of these cells finished"
     )
     return 0

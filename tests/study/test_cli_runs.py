@@ -47,8 +47,9 @@ def test_a_study_run_writes_its_row_at_once_and_is_light(tmp_path):
 
 
 def test_setting_and_arm_keep_only_their_cells_and_a_wrong_name_lists_the_valid_ones(tmp_path, capsys):
-    """``study run --setting/--arm``: two commands on disjoint cells can run side by side; a finished seed's run
-    file still counts, and a name not in the spec is a one-line error that lists the spec's names."""
+    """``study run --setting/--arm/--seed``: two commands on disjoint cells can run side by side; a finished
+    seed's run file still counts, and a name (or seed) not in the spec is a one-line error that lists the valid
+    ones."""
     spec = _spec(
         tmp_path, name="cells", question="q", settings={"lake": TINY, "pond": TINY},
         arms={"a": [], "b": ["estimator=grpo"], "c": ["estimator=rloo"]}, seeds={"start": 0, "stop": 2},
@@ -73,6 +74,15 @@ def test_setting_and_arm_keep_only_their_cells_and_a_wrong_name_lists_the_valid_
     assert main([*argv, "--arm", "c"]) == 2  # an arm of the spec that no contrast reads: no cell
     assert capsys.readouterr().err.strip() == (
         "gigpo-lab study run: --setting/--arm: no cell of the grid is both; its cells: lake/a, lake/b, pond/a, pond/b"
+    )
+    assert main([*argv, "--seed", "11"]) == 0  # one seed of every cell: a pair (and more) at a time
+    cells = re.findall(r"^- (\w+) / (\w+): seeds (\S+)$", capsys.readouterr().out, re.M)
+    assert cells == [("lake", "a", "11"), ("lake", "b", "11"), ("pond", "a", "11"), ("pond", "b", "11")]
+    assert (
+        main([*argv, "--seed", "10", "--seed", "0", "--seed", "3"]) == 2
+    )  # confirmatory seeds in a pilot run
+    assert capsys.readouterr().err.strip() == (
+        "gigpo-lab study run: --seed 0, 3: not a pilot seed of these cells; choose from 10–11"
     )
     assert not (out / "mlflow.db").exists()  # a dry run starts nothing
     (done.parent / "seed_11.json").write_text("{}")
