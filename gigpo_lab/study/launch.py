@@ -11,6 +11,9 @@ checkpoint holds its adapters; a resume rebuilds the base: ``gigpo_lab/policy/fr
 checkpoint artifact in MLflow (``--keep-checkpoints`` keeps them all, whole); these switches are not part of a
 job's identity (``tracking.sweep_resume.NOT_IDENTITY``), so resume finds the runs either way.
 
+A run's folder is ``<out>/outputs/<setting>/<arm>/seed_<n>``, so no two sweeps of a cell (a resume, another
+``--seed``) write to one folder.
+
 ``--setting`` and ``--arm`` (each repeatable) keep only those cells, and ``--seed`` (repeatable) only those seeds
 of them: a loop over ``--seed`` finishes a setting's pairs a seed at a time, where one command finishes a cell
 (every seed of one arm) before the next arm starts. Two commands on disjoint cells or seeds can run at once,
@@ -106,6 +109,8 @@ def command(loaded: LoadedSpec, setting: str, arm: str, seeds: list[int], out: P
         f"trainer.keep_checkpoints={str(not light).lower()}", f"tracking.log_checkpoint={str(not light).lower()}",
         f"trainer.checkpoint_frozen_base={str(not light).lower()}",
         f"hydra.sweep.dir='{out.resolve()}/outputs/{setting}/{arm}'",
+        # a folder per seed, not per job number: sweeps over other seeds (a resume, --seed) never share one
+        "hydra.sweep.subdir='seed_${seed}'",
         "resume=true",
     ]  # fmt: skip
 

@@ -113,8 +113,10 @@ def test_two_spellings_of_one_config_give_equal_pairs_and_no_verdict_of_a_gain(t
     ]
     assert all(r["disk_mb"] > 0 and r["wall_s"] > 0 and r["env_steps"] > 0 for r in rows)
     # light runs: last.ckpt alone (TINY checkpoints every iteration, 2 iterations), and no artifact upload
-    ckpts = sorted(p.name for p in (out / "outputs").rglob("*.ckpt") if "/implicit/" in str(p))
-    assert ckpts == ["last.ckpt", "last.ckpt"], ckpts
+    ckpts = sorted(p.relative_to(out / "outputs").as_posix() for p in (out / "outputs").rglob("*.ckpt"))
+    assert ckpts == [
+        f"lake/{arm}/seed_{s}/checkpoints/last.ckpt" for arm in ("explicit", "implicit") for s in (0, 1)
+    ]
     capsys.readouterr()
     assert main(["run", spec, "--out", str(out)]) == 0  # resumes: nothing to run
     assert "0 runs to go" in capsys.readouterr().out
