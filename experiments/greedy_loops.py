@@ -29,8 +29,9 @@ def report(ckpt: str, overrides: list[str], episodes: int = 16, sample_seed: int
 
     cfg = compose_config(overrides)
     module = build(cfg)
-    state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
-    module.load_state_dict(state)
+    checkpoint = torch.load(ckpt, map_location="cpu", weights_only=True)
+    module.restore_frozen(checkpoint, ckpt)  # a light checkpoint (trainer.checkpoint_frozen_base=false)
+    module.load_state_dict(checkpoint["state_dict"])
     module.policy.eval()
     envs = [module.collector.env_fn() for _ in range(episodes)]
     seeds = [EVAL_SEED_BASE + i for i in range(episodes)]

@@ -66,7 +66,9 @@ def export_hf(ckpt_path: str | Path, out_dir: str | Path, base_path: str | None 
     # the critic's value head (estimator=ppo) is no part of the language model
     state = {k: v for k, v in state.items() if not k.startswith("value_head.")}
     if (record := left_out(ckpt_path)) is not None:
-        put_back(state, policy, "", record, str(ckpt_path))
+        put_back(
+            state, policy, "", record, str(ckpt_path), fix="pass the run's base model folder as --base-path"
+        )
     policy.load_state_dict({**state, "_extra_state": build_args})
     model = policy.model.merge_and_unload() if policy.lora_enabled else policy.model
     model.config.use_cache = True

@@ -50,28 +50,35 @@ def record(module: torch.nn.Module) -> dict:
     return {"names": sorted(frozen), "fingerprint": fingerprint(frozen)}
 
 
-def leave_out(state_dict: dict, prefix: str, kept: dict) -> None:
-    """Remove the frozen weights that ``kept`` (a ``record``) names, under ``prefix``, from ``state_dict``."""
-    for name in kept["names"]:
-        state_dict.pop(prefix + name, None)
+def leave_out(state_dict: dict, prefix: str, kept: dict) -> dict:
+    """Remove the frozen weights that ``kept`` (a ``record``) names, under ``prefix``, from ``state_dict``, in
+    place; return ``kept`` with the dtypes they had there (``"dtypes"``), which may differ from the built
+    module's where a precision plugin cast it (``lightning.precision=bf16-true``)."""
+    dtypes = {n: str(state_dict.pop(prefix + n).dtype) for n in kept["names"] if prefix + n in state_dict}
+    return {**kept, "dtypes": dtypes}
 
 
 def put_back(state_dict: dict, module: torch.nn.Module, prefix: str, kept: dict, source: str,
-             current: dict | None = None) -> None:  # fmt: skip
-    """Fill ``state_dict`` (in place) with ``module``'s own frozen weights where ``leave_out`` removed them,
-    after checking that they are the ones the checkpoint was trained on. ``kept``: the checkpoint's record;
-    ``current``: ``record(module)``, if the caller has it.
+             current: dict | None = None, fix: str = "build the run's own model") -> None:  # fmt: skip
+    """Fill ``state_dict`` (in place) with ``module``'s own frozen weights where ``leave_out`` removed them, in
+    the dtypes they were saved in, after checking that they are the ones the checkpoint was trained on.
+    ``kept``: the checkpoint's record; ``current``: ``record(module)``, if the caller has it; ``fix``: how the
+    caller's user builds the right model (named in the error).
 
     Raises:
-        ValueError: ``module``'s frozen weights are not those of the checkpoint (another base model, dtype or
-            LoRA layout), naming ``source`` (the checkpoint) and the fix.
+        ValueError: ``module``'s frozen weights are not those of the checkpoint (another base model, dtype,
+            LoRA layout or model settings), naming ``source`` (the checkpoint) and the fix.
     """
     current = current or record(module)
     if current["names"] != list(kept["names"]) or current["fingerprint"] != kept["fingerprint"]:
         raise ValueError(
-            f"{source} was saved without its frozen base weights (trainer.checkpoint_frozen_base=false), and the "
-            "base model built now is not the one it trained on (another model.path, dtype or LoRA layout); build "
-            "the run's own model, or use a checkpoint saved with trainer.checkpoint_frozen_base=true"
+            f"{source} was saved without its frozen weights (trainer.checkpoint_frozen_base=false), and the model "
+            "built now does not have the ones it trained on (another base model, dtype, LoRA layout or model "
+            f"settings); {fix}, or use a checkpoint saved with trainer.checkpoint_frozen_base=true"
         )
+    dtypes = kept.get("dtypes", {})
     for name, tensor in frozen_parameters(module).items():
-        state_dict[prefix + name] = tensor
+        saved = dtypes.get(name)
+        state_dict[prefix + name] = (
+            tensor.to(getattr(torch, saved.removeprefix("torch."))) if saved else tensor
+        )

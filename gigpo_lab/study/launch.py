@@ -101,13 +101,14 @@ def command(loaded: LoadedSpec, setting: str, arm: str, seeds: list[int], out: P
     tags = {STUDY_TAG: spec.name, SETTING_TAG: setting, ARM_TAG: arm, HASH_TAG: loaded.hash}
     return [
         sys.executable, "-m", "gigpo_lab.cli", "train", "-m",
+        # light runs first, so that a spec's own overrides (a setting or arm that needs whole checkpoints) win
+        f"trainer.keep_checkpoints={str(not light).lower()}", f"tracking.log_checkpoint={str(not light).lower()}",
+        f"trainer.checkpoint_frozen_base={str(not light).lower()}",
         *spec.overrides, *spec.settings[setting], *spec.arms[arm],
         "seed=" + ",".join(map(str, seeds)),
         f"tracking.uri={store}", f"tracking.experiment={spec.name}",
         *(f"+tracking.tags.{k}={v}" for k, v in tags.items()),
         f"tracking.row_file='{rows}/seed_${{seed}}.json'",
-        f"trainer.keep_checkpoints={str(not light).lower()}", f"tracking.log_checkpoint={str(not light).lower()}",
-        f"trainer.checkpoint_frozen_base={str(not light).lower()}",
         f"hydra.sweep.dir='{out.resolve()}/outputs/{setting}/{arm}'",
         # a folder per seed, not per job number: sweeps over other seeds (a resume, --seed) never share one
         "hydra.sweep.subdir='seed_${seed}'",

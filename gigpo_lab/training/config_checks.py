@@ -168,8 +168,9 @@ def _sharding_checks(cfg: DictConfig, tiny: bool, shared: bool) -> list[tuple[bo
         ),
         (
             cfg.trainer.checkpoint_frozen_base,
-            "trainer.checkpoint_frozen_base=false with lightning=fsdp: the frozen weights' fingerprint reads whole "
-            "tensors, and a rank holds shards of them; set trainer.checkpoint_frozen_base=true",
+            "trainer.checkpoint_frozen_base=false with lightning=fsdp: the sharded strategy loads a checkpoint's "
+            "weights itself, before the left-out ones can be put back; set trainer.checkpoint_frozen_base=true "
+            "(in a study: gigpo-lab study run --keep-checkpoints)",
         ),
     ]
 

@@ -178,23 +178,35 @@ class GiGPOModule(L.LightningModule):
             "exploration": self.exploration.state(),
             "eval_curve": self.eval_curve.state(),
         }
-        for prefix, kept in self._frozen_records.items():  # trainer.checkpoint_frozen_base=false
-            leave_out(checkpoint["state_dict"], prefix, kept)
-        if self._frozen_records:
-            checkpoint["gigpo_lab"][FROZEN_RECORD] = self._frozen_records
+        if self._frozen_records:  # trainer.checkpoint_frozen_base=false
+            checkpoint["gigpo_lab"][FROZEN_RECORD] = {
+                prefix: leave_out(checkpoint["state_dict"], prefix, kept)
+                for prefix, kept in self._frozen_records.items()
+            }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("gigpo_lab", {})
-        holders = self._frozen_holders()
-        for prefix, kept in state.get(FROZEN_RECORD, {}).items():
-            current = self._frozen_records.get(prefix)
-            put_back(
-                checkpoint["state_dict"], holders[prefix], prefix, kept, "ckpt_path's checkpoint", current
-            )
+        trainer = getattr(self, "_trainer", None)
+        self.restore_frozen(checkpoint, getattr(trainer, "ckpt_path", None) or "ckpt_path's checkpoint")
         self.env_steps_total = int(state.get("env_steps_total", 0))
         self.collapses.load(state.get("collapses", {}))
         self.exploration.load(state.get("exploration", {}))
         self.eval_curve.load(state.get("eval_curve", {}))
+
+    def restore_frozen(self, checkpoint: dict, source: str) -> None:
+        """Put back into ``checkpoint["state_dict"]`` (in place) the frozen weights a checkpoint saved with
+        ``trainer.checkpoint_frozen_base=false`` left out, after checking them (``policy/frozen_base.py``); a
+        whole checkpoint is left as it is. Lightning calls it through ``on_load_checkpoint``; a script that loads
+        a checkpoint by hand calls it before ``load_state_dict``. ``source`` names the checkpoint in errors."""
+        holders = self._frozen_holders()
+        for prefix, kept in checkpoint.get("gigpo_lab", {}).get(FROZEN_RECORD, {}).items():
+            if prefix not in holders:  # a reference module at save time, none now
+                raise ValueError(
+                    f"{source} was saved with a frozen {prefix.rstrip('.')} copy (a KL reference) that this run "
+                    "does not build; resume it with its own loss.kl_coef (> 0) and model"
+                )
+            current = self._frozen_records.get(prefix)
+            put_back(checkpoint["state_dict"], holders[prefix], prefix, kept, str(source), current)
 
     def _frozen_holders(self) -> dict[str, torch.nn.Module]:
         """The modules whose frozen weights a checkpoint may leave out, by state-dict prefix: the policy (an LLM's

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from experiment_scripts import load_script
 from hypothesis import given
 from hypothesis import strategies as st
@@ -40,9 +41,15 @@ def _script():
     return load_script("greedy_loops.py")
 
 
-def test_the_report_of_a_real_run_agrees_with_its_own_final_evaluation(tiny_overrides, tmp_path):
+@pytest.mark.parametrize(
+    "light",
+    [[], ["loss.kl_coef=0.05", "trainer.checkpoint_frozen_base=false"]],
+    ids=["whole", "without_frozen_reference"],
+)
+def test_the_report_of_a_real_run_agrees_with_its_own_final_evaluation(tiny_overrides, tmp_path, light):
     # 20 turns: the untrained greedy policy walks into the map's edge and stays, a cycle of one step; the run
-    # evaluates greedily, as the report does (the default evaluation samples), and stays untrained (lr 0)
+    # evaluates greedily, as the report does (the default evaluation samples), and stays untrained (lr 0).
+    # "without_frozen_reference": its checkpoint leaves out the KL reference's weights, which the script rebuilds
     cfg = run_cfg(
         tiny_overrides,
         tmp_path,
@@ -50,10 +57,11 @@ def test_the_report_of_a_real_run_agrees_with_its_own_final_evaluation(tiny_over
         "env.max_turns=20",
         "rollout.eval_greedy=true",
         "trainer.optimizer.lr=0",
+        *light,
     )
     train(cfg)
     overrides = [o for o in tiny_overrides if not o.startswith(("output_dir", "tracking.uri"))]
-    overrides.append("env.max_turns=20")
+    overrides += ["env.max_turns=20", *light]
     episodes = cfg.rollout.eval_episodes
     result = _script().report(str(tmp_path / "run" / "checkpoints" / "last.ckpt"), overrides, episodes)
     (final_eval,) = [

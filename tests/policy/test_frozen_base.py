@@ -50,10 +50,40 @@ def test_leave_out_and_put_back_restore_the_state_dict_under_every_tied_name():
     assert state.keys() == full.keys() and all(torch.equal(state[k], full[k]) for k in full)
 
 
+def test_the_saved_dtypes_come_back_where_a_precision_plugin_cast_the_module():
+    """Under lightning.precision=bf16-true the saved weights are bf16 while the module is built in float32:
+    put back, they are the bf16 ones a whole checkpoint would have held."""
+    module = Tied()
+    kept = record(module)  # as built: float32
+    saved = {f"p.{k}": v.to(torch.bfloat16) for k, v in module.state_dict().items()}  # as cast at save time
+    whole = dict(saved)
+    kept = leave_out(saved, "p.", kept)
+    assert set(kept["dtypes"].values()) == {"torch.bfloat16"}
+    put_back(saved, Tied(), "p.", kept, "x.ckpt")
+    assert all(saved[k].dtype == torch.bfloat16 and torch.equal(saved[k], whole[k]) for k in whole)
+
+
+def test_a_reference_the_resumed_run_does_not_build_is_refused(tiny_overrides):
+    from gigpo_lab.train import build
+
+    saved = build(
+        compose_config([*tiny_overrides, "loss.kl_coef=0.05", "trainer.checkpoint_frozen_base=false"])
+    )
+    checkpoint = {"state_dict": saved.state_dict()}
+    saved.on_save_checkpoint(checkpoint)
+    assert not any(k.startswith("reference.") for k in checkpoint["state_dict"])
+    without = build(compose_config(tiny_overrides))  # kl_coef 0: no reference
+    with pytest.raises(ValueError, match=r"^x\.ckpt was saved with a frozen reference copy .*loss\.kl_coef"):
+        without.restore_frozen(checkpoint, "x.ckpt")
+    again = build(compose_config([*tiny_overrides, "loss.kl_coef=0.05"]))
+    again.restore_frozen(checkpoint, "x.ckpt")
+    again.load_state_dict(checkpoint["state_dict"])  # strict: every weight is back
+
+
 def test_another_base_is_refused_with_the_fix():
     kept = record(Tied(seed=0))
     with pytest.raises(
-        ValueError, match=r"x\.ckpt was saved without its frozen base.*checkpoint_frozen_base=true"
+        ValueError, match=r"x\.ckpt was saved without its frozen weights.*checkpoint_frozen_base=true"
     ):
         put_back({}, Tied(seed=1), "p.", kept, "x.ckpt")
 
@@ -119,8 +149,7 @@ def test_a_lora_run_saved_without_its_base_resumes_and_exports_as_the_whole_run(
     assert all(torch.equal(a[k], b[k]) for k in b), "what the light one holds equals the whole one's"
     assert (light_dir / "last.ckpt").stat().st_size < (whole_dir / "last.ckpt").stat().st_size / 2
 
-    shutil.copy(tmp_path / "light.db", tmp_path / "resumed.db")  # the checkpoint names its run
-    resumed, resumed_dir = _lora_run(
+    resumed, resumed_dir = _lora_run(  # in a copy of light's store: the checkpoint names its run
         tmp_path, tmp_path / "light.db", "resumed", model_dir, "trainer.iterations=2",
         "trainer.checkpoint_frozen_base=false", f"ckpt_path={light_dir / 'iter0000.ckpt'}",
     )  # fmt: skip
@@ -141,9 +170,9 @@ def test_a_lora_run_saved_without_its_base_resumes_and_exports_as_the_whole_run(
     assert sx.keys() == sy.keys() and all(torch.equal(sx[k], sy[k]) for k in sx)
 
     other = build_tiny_hf_model(tmp_path / "other", seed=1)
-    with pytest.raises(ValueError, match="not the one it trained on"):
+    with pytest.raises(ValueError, match="does not have the ones it trained on.*--base-path"):
         export_hf(light_dir / "last.ckpt", tmp_path / "z", base_path=str(other))
-    with pytest.raises(ValueError, match="not the one it trained on"):
+    with pytest.raises(ValueError, match=r"iter0000\.ckpt was saved .* does not have the ones it trained on"):
         _lora_run(
             tmp_path, tmp_path / "light.db", "wrong", other, "trainer.iterations=2",
             f"ckpt_path={light_dir / 'iter0000.ckpt'}",

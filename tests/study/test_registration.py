@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from gigpo_lab.study.cli import main
@@ -88,5 +89,6 @@ def test_an_unregistered_spec_runs_only_its_pilot(tmp_path, capsys):
     assert "trainer.checkpoint_frozen_base=false" in out
 
 
-def test_the_registered_studys_text_is_generated_from_its_spec():
-    assert check_text(load_spec("gigpo_claims")), "run: gigpo-lab study register gigpo_claims --amend ..."
+@pytest.mark.parametrize("name", ["gigpo_claims", "gigpo_llm_claims"])
+def test_the_registered_studys_text_is_generated_from_its_spec(name):
+    assert check_text(load_spec(name)), f"run: gigpo-lab study register {name} --amend ..."

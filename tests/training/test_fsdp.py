@@ -166,7 +166,7 @@ def test_lora_under_fsdp_trains_the_adapters_only_and_repeats_ddp(model_dir, tmp
         ),
         (
             ["model=hf", "model.path=.", "trainer.checkpoint_frozen_base=false"],
-            r"^trainer.checkpoint_frozen_base=false with lightning=fsdp: .*set trainer.checkpoint_frozen_base=true$",
+            r"^trainer.checkpoint_frozen_base=false with lightning=fsdp: .*set trainer.checkpoint_frozen_base=true .*--keep-checkpoints\)$",
         ),
     ],
     ids=["tiny_policy", "shared_prefix", "frozen_base"],
