@@ -26,17 +26,14 @@ POLICY_PREFIX = "policy."
 
 def policy_state(ckpt_path: str | Path) -> dict[str, object]:
     """The policy's entries of a Lightning checkpoint's state dict, without the ``policy.`` prefix. A
-    checkpoint saved without its frozen base (``trainer.checkpoint_frozen_base=false``) lacks those weights;
-    ``left_out`` gives their record for ``frozen_base.put_back``."""
-    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    checkpoint saved without its frozen base (``trainer.checkpoint_frozen_base=false``) lacks those weights
+    (``export_hf`` puts them back)."""
+    return _policy_entries(torch.load(ckpt_path, map_location="cpu", weights_only=True))
+
+
+def _policy_entries(checkpoint: dict) -> dict[str, object]:
     state = checkpoint.get("state_dict", checkpoint)
     return {k[len(POLICY_PREFIX) :]: v for k, v in state.items() if k.startswith(POLICY_PREFIX)}
-
-
-def left_out(ckpt_path: str | Path) -> dict | None:
-    """The record of the policy's frozen weights that the checkpoint left out, or None if it holds them."""
-    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
-    return checkpoint.get("gigpo_lab", {}).get(RECORD_KEY, {}).get(POLICY_PREFIX)
 
 
 def export_hf(ckpt_path: str | Path, out_dir: str | Path, base_path: str | None = None) -> Path:
@@ -51,7 +48,8 @@ def export_hf(ckpt_path: str | Path, out_dir: str | Path, base_path: str | None 
     """
     from gigpo_lab.policy.builders import build_hf_policy
 
-    state = policy_state(ckpt_path)
+    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    state = _policy_entries(checkpoint)
     # "_extra_state": the state-dict key under which torch stores Module.get_extra_state() (HFPolicy's build
     # arguments); a torch constant with no public name, checked by tests/test_private_apis.py
     build_args = state.pop("_extra_state", None)
@@ -65,7 +63,8 @@ def export_hf(ckpt_path: str | Path, out_dir: str | Path, base_path: str | None 
     )
     # the critic's value head (estimator=ppo) is no part of the language model
     state = {k: v for k, v in state.items() if not k.startswith("value_head.")}
-    if (record := left_out(ckpt_path)) is not None:
+    # the record of the frozen weights a light checkpoint left out (gigpo_lab/policy/frozen_base.py)
+    if (record := checkpoint.get("gigpo_lab", {}).get(RECORD_KEY, {}).get(POLICY_PREFIX)) is not None:
         put_back(
             state, policy, "", record, str(ckpt_path), fix="pass the run's base model folder as --base-path"
         )

@@ -10,7 +10,7 @@ the saved one bit for bit.
 them under is left out (tied weights, e.g. an embedding shared with the LM head, have two).
 
     kept = record(policy)                                 # as the module is built
-    leave_out(state_dict, "policy.", kept)                # saving: the weights go, the record stays
+    kept = leave_out(state_dict, "policy.", kept)         # saving: the weights go, the record (+ dtypes) stays
     put_back(state_dict, policy, "policy.", kept, path)   # loading: checked, then the weights return
 """
 
