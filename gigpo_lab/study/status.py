@@ -13,14 +13,17 @@ from gigpo_lab.study.rows import ARM_TAG, SETTING_TAG, STUDY_TAG, read_run_files
 from gigpo_lab.study.spec import load_spec
 
 
-def store_states(uri: str, name: str) -> dict[tuple[str, str, int], str]:
-    """``(setting, arm, seed)`` -> the status of its latest run in the store (none when it has no store)."""
+def store_states(uris: list[str], name: str) -> dict[tuple[str, str, int], str]:
+    """``(setting, arm, seed)`` -> the status of its latest run over every store in ``uris`` (none when it is in
+    none of them): a study run in several loops, each with its own store, reads as one."""
     from gigpo_lab.analysis.runs import experiment_records
 
-    try:
-        records = experiment_records(uri, name, f"tags.{STUDY_TAG} = '{name}'")
-    except ValueError:  # no such experiment yet
-        return {}
+    records = []
+    for uri in uris:
+        try:
+            records += experiment_records(uri, name, f"tags.{STUDY_TAG} = '{name}'")
+        except ValueError:  # no such experiment in this store yet
+            continue
     states = {}
     for r in sorted(records, key=lambda r: r.start_time):
         states[(r.tags[SETTING_TAG], r.tags[ARM_TAG], int(r.tags["seed"]))] = r.status
@@ -30,7 +33,9 @@ def store_states(uri: str, name: str) -> dict[tuple[str, str, int], str]:
 def main(argv: list[str]) -> int:
     parser = parser_for("status")
     parser.add_argument("--out", type=Path, help="the study's folder (default: ./<study name>)")
-    parser.add_argument("--store", help="MLflow tracking URI or sqlite path (default: <out>/mlflow.db)")
+    parser.add_argument("--store", action="append", default=[],
+                        help="MLflow tracking URI or sqlite path, repeatable: one per loop that runs the study "
+                             "(default: <out>/mlflow.db)")  # fmt: skip
     parser.add_argument("--pilot", action="store_true", help="the pilot seeds' grid")
     args = parser.parse_args(argv)
     spec = load_spec(args.spec).spec
@@ -41,7 +46,8 @@ def main(argv: list[str]) -> int:
         else {}
     )
     db = out / "mlflow.db"
-    states = store_states(store_of(out, args.store), spec.name) if args.store or db.is_file() else {}
+    uris = [store_of(out, store) for store in args.store] or ([store_of(out, None)] if db.is_file() else [])
+    states = store_states(uris, spec.name)
     lines = ["| setting | arm | finished | running | failed | missing | CPU-h spent | CPU-h to go |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     spent_all = togo_all = 0.0

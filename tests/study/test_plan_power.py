@@ -124,3 +124,39 @@ def test_status_spends_each_runs_cpu_s_and_prices_what_is_left_as_plan_does(tmp_
     assert f"| lake | c | 0 | 0 | 0 | 2 | 0.00 | {400 / 3600:.2f} |" in table
     assert f"| pond | b | 2 | 0 | 0 | 0 | {240 / 3600:.2f} | 0.00 |" in table
     assert "| pond | a | 0 | 0 | 0 | 2 | 0.00 | ? |" in table
+
+
+def test_status_reads_running_and_failed_runs_from_every_store_it_is_given(tmp_path, capsys):
+    """Two loops of one study, each with its own MLflow store: ``study status --store A --store B`` counts a
+    run in flight in A and a failed one in B, and a seed failed in A then running in B by its latest run."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    from gigpo_lab.study.cli import main
+    from gigpo_lab.study.rows import ARM_TAG, SETTING_TAG, STUDY_TAG
+
+    spec, out = _priced_spec(tmp_path), tmp_path / "priced"
+
+    def run(store, arm, seed, status):
+        client = MlflowClient(f"sqlite:///{store}")
+        found = client.get_experiment_by_name("priced")
+        exp = found.experiment_id if found else client.create_experiment("priced")
+        tags = {STUDY_TAG: "priced", SETTING_TAG: "lake", ARM_TAG: arm, "seed": str(seed)}
+        run_id = client.create_run(exp, tags=tags).info.run_id
+        if status != "RUNNING":
+            client.set_terminated(run_id, status=status)
+        time.sleep(0.01)  # start times in ms order the runs
+
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    run(a, "a", 0, "RUNNING")
+    run(a, "b", 1, "FAILED")
+    run(b, "b", 1, "RUNNING")  # seed 1 of b was rerun by the other loop: its latest run counts
+    run(b, "c", 2, "KILLED")
+    assert main(["status", spec, "--out", str(out), "--store", str(a), "--store", str(b)]) == 0
+    table = capsys.readouterr().out
+    assert "| lake | a | 0 | 1 | 0 | 2 |" in table
+    assert "| lake | b | 0 | 1 | 0 | 2 |" in table
+    assert "| lake | c | 0 | 0 | 1 | 2 |" in table
+    assert main(["status", spec, "--out", str(out), "--store", str(a)]) == 0
+    assert "| lake | b | 0 | 0 | 1 | 2 |" in capsys.readouterr().out  # one store alone sees only its failure
