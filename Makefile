@@ -25,7 +25,7 @@ demo: install
 
 test: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal  # worksteal: an idle worker takes queued tests from the busy one
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=20  # worksteal: an idle worker takes queued tests from the busy one; the 20 slowest are listed, to keep the suite under 10 min
 
 test-slow: install
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # 5 = no slow tests collected
