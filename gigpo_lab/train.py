@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 import warnings
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -28,6 +28,9 @@ from gigpo_lab.training.distributed import RANK_VARIABLES, is_launch_rank_zero
 from gigpo_lab.training.output_folder import output_dir
 from gigpo_lab.training.run_names import run_name
 from gigpo_lab.training.run_tags import run_tags
+
+if TYPE_CHECKING:
+    from gigpo_lab.training.run_cost import RunCost
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,8 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
     (``gigpo_lab.training.distributed``); the other ranks return their own final metrics. ``reporter`` is told
     what a person watching would see: the header, the progress, the summary (by default they are logged).
     """
+    from gigpo_lab.training.run_cost import RunCost, cpu_seconds
+
     cpu_start = cpu_seconds()  # a run's CPU cost includes building its envs (game generation) and model
     reporter = reporter if reporter is not None else Reporter()
     runtime, loop = _checked_settings(cfg)
@@ -80,13 +85,15 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
     runtime.apply_threads()
     module = build(cfg, loop)
     progress = reporter.progress if runtime.progress_bar else None
-    logger_cb, trainer = build_trainer(runtime, loop, out, _run_opener(cfg, out, tracker, reporter), progress)
+    cost = RunCost(cpu_start)
+    logger_cb, trainer = build_trainer(
+        runtime, loop, out, _run_opener(cfg, out, tracker, reporter), progress, extra=[cost]
+    )
     _check_tracking_rank(trainer, tracking=is_launch_rank_zero())
 
     L.seed_everything(cfg.seed, verbose=False)
-    start = time.perf_counter(), cpu_start
     _fit(trainer, module, logger_cb, cfg.ckpt_path)
-    return _finish(cfg, trainer, logger_cb, out, start, reporter)
+    return _finish(cfg, trainer, logger_cb, out, cost, reporter)
 
 
 def build(cfg: DictConfig, loop=None):
@@ -155,11 +162,14 @@ def _build_policy(cfg: DictConfig, vocabulary, actions):
         ) from err
 
 
-def build_trainer(runtime, loop, out: Path, open_run: Callable, progress: Callable | None = None):
+def build_trainer(
+    runtime, loop, out: Path, open_run: Callable, progress: Callable | None = None, extra: list | None = None
+):
     """The Lightning Trainer (``runtime``: the built ``lightning`` node) and its callbacks: iteration logging
     (it calls ``open_run()`` on global rank 0 when training starts), checkpoints every
-    ``loop.checkpoint_every`` iterations, the record of a failed rank in the run (``RankFailures``), and what
-    ``progress(logger, iterations)`` returns (the progress line). Returns ``(logger, trainer)``."""
+    ``loop.checkpoint_every`` iterations, the record of a failed rank in the run (``RankFailures``), the
+    callbacks in ``extra`` (``train``'s ``RunCost``), and what ``progress(logger, iterations)`` returns (the
+    progress line). Returns ``(logger, trainer)``."""
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from gigpo_lab.tracking.callback import IterationLogger
@@ -186,6 +196,7 @@ def build_trainer(runtime, loop, out: Path, open_run: Callable, progress: Callab
             save_on_train_epoch_end=True,
         ),
         ExceptionCheckpoint(ckpt_dir),
+        *(extra or []),
     ]
     if progress is not None:
         callbacks += progress(logger_cb, loop.iterations)
@@ -326,21 +337,14 @@ def _fit(trainer, module, logger_cb, ckpt_path) -> None:
         raise
 
 
-def cpu_seconds() -> float:
-    """User and system CPU seconds of this process (every thread) and of its children that have ended and been
-    waited for (game generation workers); a child still running (a text benchmark's JVM) is not counted."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
 def _finish(
-    cfg: DictConfig, trainer, logger_cb, out: Path, start: tuple[float, float], reporter: Reporter
+    cfg: DictConfig, trainer, logger_cb, out: Path, cost: RunCost, reporter: Reporter
 ) -> dict[str, float]:
     """After ``fit``: ``last.ckpt`` (a collective: every rank calls it, rank 0 writes), and on global rank 0 the
-    checkpoint artifact, the wall seconds since ``start[0]`` (``perf_counter`` when ``fit`` began) and the CPU
-    seconds since ``start[1]`` (``cpu_seconds`` when ``train`` began, so building the envs and the model is
-    in it), and the run ended (KILLED if interrupted); the final metrics. ``time/cpu_s`` is the run's cost
-    whatever else the machine runs; other ranks are not in it."""
+    checkpoint artifact, the run's cost (``RunCost``: its wall seconds in ``fit`` and its CPU seconds from
+    when ``train`` began, so building the envs and the model is in it, over every process that ran it), and
+    the run ended (KILLED if interrupted); the final metrics. ``time/cpu_s`` is the run's cost whatever else
+    the machine runs; other ranks are not in it."""
     ckpt_dir = out / "checkpoints"
     trainer.save_checkpoint(ckpt_dir / "last.ckpt")
     metrics = logger_cb.final_metrics()
@@ -349,8 +353,7 @@ def _finish(
         return metrics
     if cfg.tracking.log_checkpoint:
         run.log_artifact(ckpt_dir / "last.ckpt", "checkpoints")
-    metrics["time/wall_s"] = time.perf_counter() - start[0]
-    metrics["time/cpu_s"] = cpu_seconds() - start[1]
+    metrics.update({f"time/{key}": value for key, value in cost.spent().items()})
     run.set_tags({"wall_s": f"{metrics['time/wall_s']:.1f}", "cpu_s": f"{metrics['time/cpu_s']:.1f}"})
     run.end("KILLED" if trainer.interrupted else "FINISHED")
     if cfg.tracking.row_file and not trainer.interrupted:

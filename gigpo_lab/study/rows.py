@@ -1,7 +1,7 @@
 """A study's runs as rows: one per finished run, labelled by the spec's setting and arm, from any source.
 
 A row is a dict: ``setting``, ``arm``, ``seed``, ``run_id``, the ``METRICS`` (each run's last value),
-``wall_s`` and ``cpu_s`` (``train.cpu_seconds``: the CPU seconds of the run and its ended children; absent
+``wall_s`` and ``cpu_s`` (``training.run_cost.cpu_seconds``: the CPU seconds of the run and its ended children; absent
 from rows written before it existed); optionally ``recovered`` (rebuilt from an earlier analysis's per-seed
 values) or ``reused`` (a ``same_runs`` copy that did not run, standing in with its original's value). Sources:
 
