@@ -69,9 +69,13 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
     (``gigpo_lab.training.distributed``); the other ranks return their own final metrics. ``reporter`` is told
     what a person watching would see: the header, the progress, the summary (by default they are logged).
     """
-    from gigpo_lab.training.run_cost import RunCost, cpu_seconds
+    from gigpo_lab.training.cpu_time import cpu_seconds
 
-    cpu_start = cpu_seconds()  # a run's CPU cost includes building its envs (game generation) and model
+    cpu_start = (
+        cpu_seconds()
+    )  # a run's CPU cost includes importing torch, building its envs (game generation) and model
+    from gigpo_lab.training.run_cost import RunCost
+
     reporter = reporter if reporter is not None else Reporter()
     runtime, loop = _checked_settings(cfg)
     out = output_dir(cfg)
@@ -92,6 +96,7 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
     _check_tracking_rank(trainer, tracking=is_launch_rank_zero())
 
     L.seed_everything(cfg.seed, verbose=False)
+    cost.start_wall()
     _fit(trainer, module, logger_cb, cfg.ckpt_path)
     return _finish(cfg, trainer, logger_cb, out, cost, reporter)
 

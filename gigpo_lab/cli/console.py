@@ -73,7 +73,8 @@ def _fmt(value: float | None) -> str:
 
 
 def print_summary(metrics: dict[str, float], uri: str, run_id: str, ckpt_dir: Path) -> None:
-    """The end of a run: final success and return, wall time, where the run and its checkpoints are."""
+    """The end of a run: final success and return, wall time (of every process, for a run resumed from a
+    checkpoint), where the run and its checkpoints are."""
     get = metrics.get
     _write(
         f"gigpo-lab: run finished in {get('time/wall_s', 0.0):.1f} s\n"

@@ -1,8 +1,9 @@
 """A study's runs as rows: one per finished run, labelled by the spec's setting and arm, from any source.
 
 A row is a dict: ``setting``, ``arm``, ``seed``, ``run_id``, the ``METRICS`` (each run's last value),
-``wall_s`` and ``cpu_s`` (``training.run_cost.cpu_seconds``: the CPU seconds of the run and its ended children; absent
-from rows written before it existed); optionally ``recovered`` (rebuilt from an earlier analysis's per-seed
+``wall_s`` and ``cpu_s`` (``training.run_cost.RunCost``: the CPU seconds of the run's process and its ended
+children, and of the processes before it where it was resumed from a checkpoint; absent from rows written
+before it existed); optionally ``recovered`` (rebuilt from an earlier analysis's per-seed
 values) or ``reused`` (a ``same_runs`` copy that did not run, standing in with its original's value). Sources:
 
 - **the store**: the finished runs of the study's MLflow experiment(s), read with

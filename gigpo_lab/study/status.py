@@ -10,7 +10,7 @@ from gigpo_lab.study.cli import parser_for
 from gigpo_lab.study.launch import store_of
 from gigpo_lab.study.plan import cell_rows, price, run_cost, threads
 from gigpo_lab.study.rows import ARM_TAG, SETTING_TAG, STUDY_TAG, read_run_files
-from gigpo_lab.study.spec import load_spec
+from gigpo_lab.study.spec import SpecError, load_spec
 
 
 def store_states(uris: list[str], name: str) -> dict[tuple[str, str, int], str]:
@@ -46,6 +46,11 @@ def main(argv: list[str]) -> int:
         else {}
     )
     db = out / "mlflow.db"
+    missing = [store for store in args.store if "://" not in store and not Path(store).is_file()]
+    if missing:  # a mistyped path would read as an empty store and show nothing in flight
+        raise SpecError(
+            f"--store {', '.join(missing)}: no such file; give the sqlite path each loop writes to"
+        )
     uris = [store_of(out, store) for store in args.store] or ([store_of(out, None)] if db.is_file() else [])
     states = store_states(uris, spec.name)
     lines = ["| setting | arm | finished | running | failed | missing | CPU-h spent | CPU-h to go |",

@@ -1,38 +1,33 @@
 """A run's cost over every process that ran it: ``time/cpu_s`` and ``time/wall_s``.
 
-``cpu_seconds`` counts this process (every thread) and its children that have ended and been waited for (game
-generation). :class:`RunCost` is a Lightning callback whose state is the cost so far, written into every
-checkpoint; a run resumed from a checkpoint starts from that state, so its final ``cpu_s`` and ``wall_s`` count
-the processes before it too, up to the checkpoint each left (what a stopped process spent after its last
-checkpoint is lost with it). ``study plan`` prices runs by ``cpu_s``.
+:class:`RunCost` is a Lightning callback whose state is the cost so far, written into every checkpoint
+(``last.ckpt``, ``on_exception.ckpt``). A run resumed from a checkpoint (``ckpt_path=...``) starts from that
+state, so its final ``cpu_s`` and ``wall_s`` count the processes before it too, up to the checkpoint each left:
+what a stopped process spent after its last checkpoint is lost with it, and a run started again from scratch
+(a study job stopped mid-run) is a new run that counts only itself. ``study plan`` prices runs by ``cpu_s``.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
 from lightning.pytorch.callbacks import Callback
 
-
-def cpu_seconds() -> float:
-    """User and system CPU seconds of this process (every thread) and of its children that have ended and been
-    waited for (game generation workers); a child still running (a text benchmark's JVM) is not counted."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+from gigpo_lab.training.cpu_time import cpu_seconds
 
 
 class RunCost(Callback):
-    """The run's CPU seconds since ``cpu_start`` (``cpu_seconds()`` when the run's process began building it,
-    so building the envs and the model is in it) and its wall seconds since ``fit`` began, plus what the
-    checkpoint it resumed from had recorded."""
+    """The run's CPU seconds since ``cpu_start`` (``cpu_seconds()`` when ``train`` began, before it imported
+    torch, so importing, building the envs and the model are in it) and its wall seconds since
+    ``start_wall()`` (just before ``fit``), plus what the checkpoint it resumed from had recorded."""
 
     def __init__(self, cpu_start: float) -> None:
         self.cpu_start = cpu_start
         self.wall_start: float | None = None
         self.before = {"cpu_s": 0.0, "wall_s": 0.0}
 
-    def on_fit_start(self, trainer, pl_module) -> None:
+    def start_wall(self) -> None:
+        """Start the wall clock: ``train`` calls it just before ``trainer.fit`` (setup and restore are in it)."""
         self.wall_start = time.perf_counter()
 
     def spent(self) -> dict[str, float]:

@@ -158,5 +158,9 @@ def test_status_reads_running_and_failed_runs_from_every_store_it_is_given(tmp_p
     assert "| lake | a | 0 | 1 | 0 | 2 |" in table
     assert "| lake | b | 0 | 1 | 0 | 2 |" in table
     assert "| lake | c | 0 | 0 | 1 | 2 |" in table
+    assert main(["status", spec, "--out", str(out), "--store", str(b), "--store", str(a)]) == 0
+    assert "| lake | b | 0 | 1 | 0 | 2 |" in capsys.readouterr().out  # the latest run, not the last store's
     assert main(["status", spec, "--out", str(out), "--store", str(a)]) == 0
     assert "| lake | b | 0 | 0 | 1 | 2 |" in capsys.readouterr().out  # one store alone sees only its failure
+    assert main(["status", spec, "--out", str(out), "--store", str(tmp_path / "typo.db")]) == 2
+    assert "typo.db: no such file" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""``training.run_cost.cpu_seconds``, a run's ``cpu_s``: the CPU time of the run's process and of the children it has waited
+"""``training.cpu_time.cpu_seconds``, a run's ``cpu_s``: the CPU time of the run's process and of the children it has waited
 for (TextWorld's game generation runs in child processes), from the start of ``train``, so building the envs is
 in it. ``study plan`` prices runs by it."""
 
@@ -10,7 +10,7 @@ import time
 
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.train import train
-from gigpo_lab.training.run_cost import cpu_seconds
+from gigpo_lab.training.cpu_time import cpu_seconds
 from tests.training.costly_env import BURN
 
 
@@ -19,7 +19,7 @@ def test_a_waited_childs_cpu_time_is_counted_and_its_sleep_is_not():
     unwaited (an MLflow server, a JVM) when it starts the next one, and their CPU time would land in this window
     (CI once read 16 s)."""
     program = (
-        "import subprocess, sys\nfrom gigpo_lab.training.run_cost import cpu_seconds\nbefore = cpu_seconds()\n"
+        "import subprocess, sys\nfrom gigpo_lab.training.cpu_time import cpu_seconds\nbefore = cpu_seconds()\n"
         f"subprocess.run([sys.executable, '-c', {('import time; time.sleep(1.0)' + chr(10) + BURN)!r}, '0.5'],"
         " check=True)\nprint(cpu_seconds() - before)\n"
     )
@@ -63,7 +63,9 @@ def test_a_resumed_runs_cost_counts_the_process_before_it(tiny_overrides, tmp_pa
     second process's alone."""
     import torch
 
-    overrides = [o for o in tiny_overrides if not o.startswith("output_dir=")] + [f"output_dir={tmp_path / 'r'}"]
+    overrides = [o for o in tiny_overrides if not o.startswith("output_dir=")] + [
+        f"output_dir={tmp_path / 'r'}"
+    ]
     first = train(compose_config([*overrides, "trainer.iterations=2"]))
     ckpt = tmp_path / "r" / "checkpoints" / "last.ckpt"
     saved = torch.load(ckpt, map_location="cpu", weights_only=True)["callbacks"]["RunCost"]
@@ -76,3 +78,6 @@ def test_a_resumed_runs_cost_counts_the_process_before_it(tiny_overrides, tmp_pa
     assert saved["cpu_s"] < second["time/cpu_s"] <= saved["cpu_s"] + own, (saved, second["time/cpu_s"], own)
     assert second["time/cpu_s"] - saved["cpu_s"] > 0.5 * own  # the second process's work is in it too
     assert saved["wall_s"] < second["time/wall_s"] <= saved["wall_s"] + own_wall
+    assert (
+        second["time/wall_s"] - saved["wall_s"] > 0.5 * own_wall
+    )  # fit of the second process, most of its wall
