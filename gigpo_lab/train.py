@@ -71,9 +71,8 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
     """
     from gigpo_lab.training.cpu_time import cpu_seconds
 
-    cpu_start = (
-        cpu_seconds()
-    )  # a run's CPU cost includes importing torch, building its envs (game generation) and model
+    # a run's CPU cost includes importing torch, building its envs (game generation) and model
+    cpu_start = cpu_seconds()
     from gigpo_lab.training.run_cost import RunCost
 
     reporter = reporter if reporter is not None else Reporter()

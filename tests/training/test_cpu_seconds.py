@@ -1,6 +1,7 @@
-"""``training.cpu_time.cpu_seconds``, a run's ``cpu_s``: the CPU time of the run's process and of the children it has waited
-for (TextWorld's game generation runs in child processes), from the start of ``train``, so building the envs is
-in it. ``study plan`` prices runs by it."""
+"""``training.cpu_time.cpu_seconds``, a run's ``cpu_s``: the CPU time of the run's process and of the children
+it has waited for (TextWorld's game generation runs in child processes), from the start of ``train``, so
+building the envs is in it; carried over a resume by ``training.run_cost.RunCost``. ``study plan`` prices runs
+by it."""
 
 from __future__ import annotations
 
@@ -78,6 +79,5 @@ def test_a_resumed_runs_cost_counts_the_process_before_it(tiny_overrides, tmp_pa
     assert saved["cpu_s"] < second["time/cpu_s"] <= saved["cpu_s"] + own, (saved, second["time/cpu_s"], own)
     assert second["time/cpu_s"] - saved["cpu_s"] > 0.5 * own  # the second process's work is in it too
     assert saved["wall_s"] < second["time/wall_s"] <= saved["wall_s"] + own_wall
-    assert (
-        second["time/wall_s"] - saved["wall_s"] > 0.5 * own_wall
-    )  # fit of the second process, most of its wall
+    # the second process's fit, most of its wall time, is in it too
+    assert second["time/wall_s"] - saved["wall_s"] > 0.5 * own_wall
