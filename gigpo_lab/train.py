@@ -327,12 +327,14 @@ def _fit(trainer, module, logger_cb, ckpt_path) -> None:
     """``trainer.fit``; on any failure the open run is flushed, tagged with the error (unless a rank's failure
     is already recorded there: ``gigpo_lab.training.rank_failures``) and ended FAILED, and the error re-raised
     (the checkpoints written so far stay)."""
+    from gigpo_lab.tracking.unwound import release_unwound_frames
     from gigpo_lab.training.rank_failures import failure_recorded
 
     try:
         # the checkpoint was already loaded with weights_only=True by checkpoint_run_id: plain contents only
         trainer.fit(module, ckpt_path=ckpt_path, weights_only=True)
     except BaseException as err:
+        release_unwound_frames(err)  # a store read that a signal cut short would hold the store's lock
         logger_cb.flush(module)
         if logger_cb.tracker is not None:
             if not failure_recorded(trainer):

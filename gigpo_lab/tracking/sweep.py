@@ -36,6 +36,7 @@ from gigpo_lab.tracking.sweep_resume import (
     parent_to_resume,
     without_resume,
 )
+from gigpo_lab.tracking.unwound import release_unwound_frames
 
 log = logging.getLogger(__name__)
 
@@ -351,6 +352,7 @@ def fail_open_sweeps(state: SweepState, err: BaseException) -> None:
 
     A parent run that cannot be ended now (its store is locked or gone) stays in ``state.open_parents``, so
     that a later call can still end it."""
+    release_unwound_frames(err)  # a store read that a signal cut short would hold the store's lock
     for env in (PARENT_ENV, SWEEP_ENV):
         os.environ.pop(env, None)
     for tracker in list(state.open_parents):

@@ -110,7 +110,7 @@ def test_sigterm_to_the_launcher_ends_its_parent_run_failed(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err[-2000:]
     (parent,) = [r for r in _runs(store) if r.data.tags.get("gigpo_lab.role") == "sweep-parent"]
-    assert parent.info.status == "FAILED" and "SIGTERM" in parent.data.tags["error"]
+    assert parent.info.status == "FAILED" and "SIGTERM" in parent.data.tags["error"], err[-3000:]
 
 
 @pytest.mark.parametrize(

@@ -66,6 +66,12 @@ def _config(name: str):
     return compose_config([f"estimator={name}"])
 
 
+@functools.cache
+def _default_beta() -> float:
+    """The default exploration's beta (composed once: a compose per hypothesis example cost seconds)."""
+    return compose_config([]).exploration.beta
+
+
 def _recipe(name: str):
     """The default config's estimator ``name`` and a fresh default exploration, as the trainer builds them."""
     cfg = _config(name)
@@ -79,7 +85,7 @@ def test_exploration_adds_the_same_oracle_stream_to_every_estimator(rows):
         oracle.Row(r.group, r.traj, r.step, b, r.anchor, r.invalid, r.text, r.truncated)
         for r, b in zip(rows, _bonus_oracle(rows), strict=True)
     ]
-    beta = compose_config([]).exploration.beta  # the first collection pays the whole beta
+    beta = _default_beta()  # the first collection pays the whole beta
     want = [beta * a for a in oracle.intrinsic_stream(bonus_rows)]
     added = {}
     for name in ESTIMATORS:
@@ -118,7 +124,7 @@ def test_at_the_defaults_every_estimator_gets_the_same_dose_of_the_stream(rows):
     estimator at its defaults wherever its own advantages spread at least the floor (so any two estimators'
     ratios differ by at most 1.25x, here by float rounding), and wherever they do not, every such estimator
     gets the one floor stream. The old fixed-std stream gave ratios from 0.5x to 2.1x by estimator."""
-    beta = compose_config([]).exploration.beta
+    beta = _default_beta()
     ratios, floored = {}, []
     for name in ESTIMATORS:
         estimator, exploration = _recipe(name)
