@@ -10,7 +10,13 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from hypothesis import settings  # noqa: E402
 from tiny_sizes import TINY  # noqa: E402 - re-exported for the tests
+
+# no per-example deadline anywhere: on a loaded 2-core CI machine a microsecond body can pass 200 ms (a test that
+# sets its own settings keeps them)
+settings.register_profile("lab", deadline=None)
+settings.load_profile("lab")
 
 #: Set by `make test-vllm` (in .venv-vllm): there vllm must import and a `vllm`-marked test that skips fails, so
 #: that a broken install or a missing wheel cannot pass as a run of skips.
@@ -32,6 +38,14 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"a vllm test skipped inside the vLLM venv (GIGPO_LAB_VLLM_VENV=1): {reason}"
+
+
+@pytest.fixture(autouse=True)
+def _no_stale_master_port(monkeypatch):
+    """Lightning's ``ddp_spawn`` leaves ``MASTER_PORT`` set in the process that spawned the ranks; a later test
+    in the same worker (or a child run copying the environment) would reuse a port found free minutes before,
+    which something else may hold by then. Each test starts without it, so a free one is found again."""
+    monkeypatch.delenv("MASTER_PORT", raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 
 import numpy as np
 import pytest
@@ -176,7 +175,6 @@ def test_the_improvement_interval_covers_the_true_p_at_n_30():
     assert worst < 7e-4 and binom.sf(low - 1, studies, 0.87) < 6e-3
     rng = np.random.default_rng(2024)
     covered_p = covered_mean = 0
-    start = time.perf_counter()
     for _ in range(studies):
         seed_effect = rng.normal(size=n)
         b = seed_effect + rng.normal(size=n)
@@ -185,16 +183,12 @@ def test_the_improvement_interval_covers_the_true_p_at_n_30():
         covered_p += r.improvement_low <= true_p <= r.improvement_high
         covered_mean += r.mean_low <= delta <= r.mean_high
     assert low <= covered_p <= high and low <= covered_mean <= high, (covered_p, covered_mean)
-    assert time.perf_counter() - start < 20.0
 
 
-def test_50000_resamples_of_30_pairs_take_well_under_a_second():
+def test_50000_resamples_of_30_pairs_draw_a_monte_carlo_p_with_its_error():
+    """Too many sign patterns (2^30) to enumerate: the p is Monte-Carlo, with its error. Its speed (well under a
+    second) is measured by ``experiments/bench/bench_paired.py``, not here."""
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=30), rng.normal(size=30)
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        r = paired.paired_contrast(a, b, resamples=50_000, rng=np.random.default_rng(0))
-        best = min(best, time.perf_counter() - start)
+    r = paired.paired_contrast(a, b, resamples=50_000, rng=np.random.default_rng(0))
     assert not r.exact and r.resamples == 50_000 and r.p_mc_error > 0
-    assert best < 1.0, f"{best:.3f} s"

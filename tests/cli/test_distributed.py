@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 
 import torch
 import torch.distributed as dist
@@ -56,9 +55,9 @@ class GlooSum:
         return tensor
 
 
-def _worker(rank: int, port: int, folder: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+def _worker(rank: int, folder: str) -> None:
+    # a rendezvous file, not a port: a port found free before the spawn may be taken by the time ranks bind it
+    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=2)
     try:
         torch.save(across_ranks(RANK_METRICS[rank], GlooSum()), os.path.join(folder, f"{rank}.pt"))
     finally:
@@ -66,10 +65,7 @@ def _worker(rank: int, port: int, folder: str) -> None:
 
 
 def test_job_metrics_are_sums_and_count_weighted_means(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_worker, args=(port, str(tmp_path)), nprocs=2)
+    mp.spawn(_worker, args=(str(tmp_path),), nprocs=2)
     job0, job1 = (torch.load(tmp_path / f"{r}.pt") for r in (0, 1))
     assert job0 == job1, "every rank gets the job's values"
     assert (job0["rollout/env_steps"], job0["rollout/tokens"], job0["rollout/env_errors"]) == (

@@ -20,7 +20,9 @@ from mlflow.tracking import MlflowClient
 from gigpo_lab.cli.ui import is_loopback
 from tests.analysis.test_compare import BIN, _env, shared_sweep
 
-START_TIMEOUT_S = 90  # `mlflow ui --workers 1` needs about 16 s on an idle 2-core machine
+#: `mlflow ui --workers 1` needs about 16 s on an idle 2-core machine; a loaded CI machine beside the other test
+#: worker may take many times that (the command's own ``--timeout`` is raised to match)
+START_TIMEOUT_S = 240
 
 
 def _free_port() -> int:
@@ -67,7 +69,16 @@ def test_ui_serves_the_sweep_on_loopback_and_stops_cleanly_on_sigint(tmp_path, t
     sweep = shared_sweep(tmp_path_factory, "estimators")
     port = _free_port()
     out, err = tmp_path / "ui.out", tmp_path / "ui.err"
-    cmd = [str(BIN / "gigpo-lab"), "ui", "--port", str(port), "--store", sweep.uri]
+    cmd = [
+        str(BIN / "gigpo-lab"),
+        "ui",
+        "--port",
+        str(port),
+        "--store",
+        sweep.uri,
+        "--timeout",
+        str(START_TIMEOUT_S),
+    ]
     with out.open("w") as out_f, err.open("w") as err_f:
         proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=out_f, stderr=err_f)
     server_pid = None

@@ -5,56 +5,81 @@ by it."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.train import train
 from gigpo_lab.training.cpu_time import cpu_seconds
 from tests.training.costly_env import BURN
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _fresh(program: str, *args: str) -> list[float]:
+    """Run ``program`` in a fresh interpreter and return the numbers its last line prints. CPU time is measured
+    there, not in the test worker: there ``subprocess`` reaps children that earlier tests left unwaited (an
+    MLflow server, a JVM, a loky worker) whenever a child starts, and their CPU time would land in the window
+    (CI once read 16 s for 0.5)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", program, *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [float(x) for x in done.stdout.splitlines()[-1].split()]
+
 
 def test_a_waited_childs_cpu_time_is_counted_and_its_sleep_is_not():
-    """Measured in a fresh interpreter: in the test worker, ``subprocess`` reaps children that earlier tests left
-    unwaited (an MLflow server, a JVM) when it starts the next one, and their CPU time would land in this window
-    (CI once read 16 s)."""
     program = (
         "import subprocess, sys\nfrom gigpo_lab.training.cpu_time import cpu_seconds\nbefore = cpu_seconds()\n"
         f"subprocess.run([sys.executable, '-c', {('import time; time.sleep(1.0)' + chr(10) + BURN)!r}, '0.5'],"
         " check=True)\nprint(cpu_seconds() - before)\n"
     )
-    out = subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, text=True).stdout
-    spent = float(out.split()[-1])
+    (spent,) = _fresh(program)
     assert 0.48 <= spent < 1.0, spent  # the child's 0.5 s of CPU (in 10 ms ticks), not its 1.5 s of wall
 
 
 def test_this_processs_own_cpu_time_is_counted_and_a_sleep_is_not():
-    before = cpu_seconds()
-    time.sleep(1.0)
-    asleep = cpu_seconds() - before  # other threads of the test process may run meanwhile: well under 1 s
-    exec(BURN.replace("float(sys.argv[1])", "0.3"), {})  # noqa: S102 - the same busy loop, in this process
-    assert asleep < 0.5 and cpu_seconds() - before >= 0.28, asleep  # os.times counts in 10 ms ticks
+    program = (
+        "import time\nfrom gigpo_lab.training.cpu_time import cpu_seconds\nbefore = cpu_seconds()\n"
+        "time.sleep(1.0)\nasleep = cpu_seconds() - before\n"
+        + BURN.replace("float(sys.argv[1])", "0.3")  # the same busy loop, in this process
+        + "print(asleep, cpu_seconds() - before)\n"
+    )
+    asleep, total = _fresh(program)
+    assert asleep < 0.1 and total >= 0.28, (asleep, total)  # os.times counts in 10 ms ticks
+
+
+#: Three tiny runs alike in one process but for the child that the third one's env waits for.
+_RUNS = """
+import json, sys
+import tests.training.costly_env as costly
+from gigpo_lab.config_paths import compose_config
+from gigpo_lab.train import train
+
+overrides, root = json.loads(sys.argv[1]), sys.argv[2]
+
+def run(child_cpu_s, name):
+    costly._burned = False
+    cfg = compose_config([
+        *overrides, f"output_dir={root}/{name}", "env._target_=tests.training.costly_env.make_costly_env",
+        f"+env.child_cpu_s={child_cpu_s}",
+    ])
+    return train(cfg)["time/cpu_s"]
+
+run(0.0, "warm")
+print(run(0.0, "plain"), run(3.0, "costly"))
+"""
 
 
 def test_a_runs_cpu_s_includes_building_its_envs(tiny_overrides, tmp_path):
     """Two tiny runs alike but for a child that burns 3 CPU-seconds when the first env is built (as game
     generation does, before ``fit``): the second run's ``cpu_s`` is about 3 s more. A first run warms the
     process (its imports cost CPU once)."""
-
-    def run(child_cpu_s: float, name: str) -> float:
-        import tests.training.costly_env as costly
-
-        costly._burned = False
-        overrides = [o for o in tiny_overrides if not o.startswith("output_dir=")]
-        cfg = compose_config([
-            *overrides, f"output_dir={tmp_path / name}", "env._target_=tests.training.costly_env.make_costly_env",
-            f"+env.child_cpu_s={child_cpu_s}",
-        ])  # fmt: skip
-        return train(cfg)["time/cpu_s"]
-
-    run(0.0, "warm")
-    plain, costly = run(0.0, "plain"), run(3.0, "costly")
+    overrides = [o for o in tiny_overrides if not o.startswith("output_dir=")]
+    plain, costly = _fresh(_RUNS, json.dumps(overrides), str(tmp_path))
     assert costly - plain > 2.0, (plain, costly)
 
 
@@ -79,5 +104,5 @@ def test_a_resumed_runs_cost_counts_the_process_before_it(tiny_overrides, tmp_pa
     assert saved["cpu_s"] < second["time/cpu_s"] <= saved["cpu_s"] + own, (saved, second["time/cpu_s"], own)
     assert second["time/cpu_s"] - saved["cpu_s"] > 0.5 * own  # the second process's work is in it too
     assert saved["wall_s"] < second["time/wall_s"] <= saved["wall_s"] + own_wall
-    # the second process's fit, most of its wall time, is in it too
-    assert second["time/wall_s"] - saved["wall_s"] > 0.5 * own_wall
+    # the second process's fit is in it too (wall_s starts just before fit; own_wall also holds the setup)
+    assert second["time/wall_s"] - saved["wall_s"] > 0.2 * own_wall
