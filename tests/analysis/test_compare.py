@@ -93,15 +93,21 @@ def run_sweep(root: Path, experiment: str, overrides: list[str]) -> tuple[subpro
 
 
 def shared_sweep(tmp_path_factory, name: str = "estimators") -> Sweep:
-    """Run the named tiny multirun once per session (in its own folder and sqlite store) and describe it."""
-    root = tmp_path_factory.getbasetemp() / f"sweep-{name}"
-    done = root / "sweep.json"
-    if done.is_file():
-        return Sweep(**json.loads(done.read_text()))
-    experiment, overrides = SWEEPS[name]
-    _, sweep = run_sweep(root, experiment, overrides)
-    done.write_text(json.dumps(asdict(sweep)))
-    return sweep
+    """Run the named tiny multirun once per test session (in its own folder and sqlite store) and describe it.
+    Under xdist the workers share it: it lives beside their own temp folders, and the first to need it runs it
+    while a lock holds the other back (each used to run its own copy, 15-20 CPU-seconds)."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    base = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root, done = base / f"sweep-{name}", base / f"sweep-{name}" / "sweep.json"
+    with FileLock(str(base / f"sweep-{name}.lock")):
+        if done.is_file():
+            return Sweep(**json.loads(done.read_text()))
+        experiment, overrides = SWEEPS[name]
+        _, sweep = run_sweep(root, experiment, overrides)
+        done.write_text(json.dumps(asdict(sweep)))
+        return sweep
 
 
 @pytest.fixture(scope="module")
