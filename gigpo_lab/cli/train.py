@@ -94,6 +94,7 @@ class Job:
     def __call__(self, cfg: DictConfig) -> float | None:
         from hydra.core.hydra_config import HydraConfig
 
+        from gigpo_lab.tracking.unwound import release_unwound_frames
         from gigpo_lab.train import record_failed_job, train
 
         if self.state is not None:
@@ -122,6 +123,9 @@ class Job:
                 log.exception("job %s failed", HydraConfig.get().job.num)
             print_job_line(cfg, HydraConfig.get().job.num, None, err)
             return None
+        except BaseException as err:  # a signal's: a store read it cut short would lock out the write below
+            release_unwound_frames(err)
+            raise
         finally:
             if resumed is not None and reporter.run_id is not None and is_launch_rank_zero():
                 resumed.supersede(reporter.run_id)  # a store error there is logged: the job's outcome stands
