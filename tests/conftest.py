@@ -40,12 +40,13 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"a vllm test skipped inside the vLLM venv (GIGPO_LAB_VLLM_VENV=1): {reason}"
 
 
-@pytest.fixture(autouse=True)
-def _no_stale_master_port(monkeypatch):
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
     """Lightning's ``ddp_spawn`` leaves ``MASTER_PORT`` set in the process that spawned the ranks; a later test
     in the same worker (or a child run copying the environment) would reuse a port found free minutes before,
-    which something else may hold by then. Each test starts without it, so a free one is found again."""
-    monkeypatch.delenv("MASTER_PORT", raising=False)
+    which something else may hold by then. Each test starts without it, before its fixtures, so a free one is
+    found again."""
+    os.environ.pop("MASTER_PORT", None)
 
 
 @pytest.fixture(scope="session")

@@ -34,6 +34,7 @@ from gigpo_lab.cli.console import (
 from gigpo_lab.config_paths import in_multirun
 from gigpo_lab.tracking.sweep import SweepEnded, SweepStarted, SweepState, fail_open_sweeps, sweep_scope
 from gigpo_lab.tracking.sweep_resume import ResumedJob
+from gigpo_lab.tracking.unwound import release_unwound_frames
 from gigpo_lab.train import Reporter
 from gigpo_lab.training.distributed import is_launch_rank_zero
 
@@ -94,7 +95,6 @@ class Job:
     def __call__(self, cfg: DictConfig) -> float | None:
         from hydra.core.hydra_config import HydraConfig
 
-        from gigpo_lab.tracking.unwound import release_unwound_frames
         from gigpo_lab.train import record_failed_job, train
 
         if self.state is not None:
@@ -225,6 +225,8 @@ def main(argv: list[str] | None = None) -> None:
         # a SIGTERM that reached the launcher is the reason, whatever it became on the way up (Lightning's
         # SIGTERMException exits 0; a swallowed one let the sweep return)
         err = state.terminated or caught
+        if caught is not err:
+            release_unwound_frames(caught)  # ``fail_open_sweeps`` releases ``err``'s chain
         fail_open_sweeps(state, err)
         if err is not caught:
             raise err from caught

@@ -17,12 +17,17 @@ import traceback
 
 
 def _chain(err: BaseException) -> list[BaseException]:
-    """``err`` and the exceptions it was raised from or while handling, each once."""
-    seen: list[BaseException] = []
-    while err is not None and all(err is not s for s in seen):
-        seen.append(err)
-        err = err.__cause__ or err.__context__
-    return seen
+    """``err`` and every exception it was raised from (``__cause__``) or while handling (``__context__``),
+    each once."""
+    found: list[BaseException] = []
+    todo = [err]
+    while todo:
+        e = todo.pop()
+        if e is None or any(e is f for f in found):
+            continue
+        found.append(e)
+        todo += [e.__cause__, e.__context__]
+    return found
 
 
 def release_unwound_frames(err: BaseException) -> None:
@@ -34,5 +39,7 @@ def release_unwound_frames(err: BaseException) -> None:
     if all(isinstance(e, Exception) for e in chain):
         return
     for e in chain:
-        traceback.clear_frames(e.__traceback__)  # a frame still running (the caller's) is skipped
+        # a frame still executing (the caller's) is skipped; that of a generator which caught the exception and
+        # yielded again would be closed (``frame.clear``, Python 3.11): the lab has none, and it is a rare shape
+        traceback.clear_frames(e.__traceback__)
     gc.collect()

@@ -44,6 +44,8 @@ from typing import Any
 
 import lightning as L
 
+from gigpo_lab.tracking.unwound import release_unwound_frames
+
 log = logging.getLogger(__name__)
 
 #: The run tags written on a failure: the rank that failed first, and why.
@@ -165,6 +167,9 @@ class RankFailures(L.Callback):
     def on_exception(self, trainer: L.Trainer, pl_module, exception: BaseException) -> None:
         if self.run is None:
             return
+        # Lightning calls this before ``fit`` returns (``train._fit`` releases later): a signal's exception that
+        # cut a store read short would lock out the write below
+        release_unwound_frames(exception)
         me = trainer.global_rank
         rank, reason = me, f"rank {me}: {error_text(exception)}"
         cause = self._dead_peer(trainer)

@@ -11,6 +11,7 @@ import pytest
 
 from gigpo_lab.tracking import sweep
 from gigpo_lab.tracking.mlflow_tracker import MlflowTracker
+from tests.tracking.cut_short import read_cut_short
 
 
 @pytest.fixture(autouse=True)
@@ -208,19 +209,9 @@ def test_what_a_run_keeps_and_where_it_reports_are_no_part_of_its_key():
     assert job_key(["seed=1", "trainer.checkpoint_every=2"]) != job_key(["seed=1"])  # that one is identity
 
 
-def _read_cut_short_by_sigterm(store, state: sweep.SweepState) -> None:
-    """A read of the store that SIGTERM's exception cuts short, as it cut MLflow's ``_get_run`` in a CI run: the
-    half-fetched cursor stays in this frame, which the exception's traceback keeps alive, and so does the read
-    lock it holds."""
-    reader = sqlite3.connect(store)
-    rows = reader.execute("SELECT name FROM sqlite_master")  # MLflow's tables and indexes: dozens of rows
-    assert len(rows.fetchmany(2)) == 2  # rows are left, so the statement stays open
-    state.raise_terminated(signal.SIGTERM, None)
-
-
 def test_a_store_read_cut_short_by_sigterm_does_not_lock_the_parent_run_out(parent, state, tmp_path):
     with pytest.raises(sweep.Terminated) as caught:
-        _read_cut_short_by_sigterm(tmp_path / "mlflow.db", state)
+        read_cut_short(tmp_path / "mlflow.db", lambda: state.raise_terminated(signal.SIGTERM, None))
     sweep.fail_open_sweeps(state, caught.value)  # with the exception, and its traceback, still alive
     assert _status(parent) == ("FAILED", "Terminated: the sweep's launcher received SIGTERM")
     assert state.open_parents == []
