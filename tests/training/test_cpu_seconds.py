@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gigpo_lab.config_paths import compose_config
 from gigpo_lab.train import train
 from gigpo_lab.training.cpu_time import cpu_seconds
@@ -74,6 +76,7 @@ print(run(0.0, "plain"), run(3.0, "costly"))
 """
 
 
+@pytest.mark.slow  # 19 s (three runs in a fresh interpreter); a waited child's CPU stays in the default suite above
 def test_a_runs_cpu_s_includes_building_its_envs(tiny_overrides, tmp_path):
     """Two tiny runs alike but for a child that burns 3 CPU-seconds when the first env is built (as game
     generation does, before ``fit``): the second run's ``cpu_s`` is about 3 s more. A first run warms the
