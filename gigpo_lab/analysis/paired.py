@@ -21,8 +21,9 @@ the metric of arm A and arm B on the same n seeds, ``a, b: (n,)``, seed i aligne
 
 The bootstrap is rliable's percentile interval (``get_interval_estimates(method="percentile")``, whose default
 is 50,000 resamples), vectorised: one ``(R, n)`` index array per contrast (about 0.06 s for 50,000 resamples
-of 30 pairs on one core; ``experiments/bench/bench_paired.py`` sets it beside a one-resample-at-a-time loop). Every function is pure given its ``rng``; the Monte-Carlo error of what the
-resamples estimate is returned beside it.
+of 30 pairs on one core; ``experiments/bench/bench_paired.py`` sets it beside a one-resample-at-a-time loop).
+Every function is pure given its ``rng``; the Monte-Carlo error of what the resamples estimate is returned
+beside it.
 
 Limits, measured (``tests/analysis/test_paired.py``): at n = 30 the 95% intervals of P and of the mean
 difference cover the truth about 94% of the time (the percentile bootstrap's small-sample shortfall). When

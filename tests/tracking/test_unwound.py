@@ -44,27 +44,18 @@ def test_an_ordinary_error_keeps_its_frames_locals():
     assert ref() is not None
 
 
-def test_an_error_raised_while_a_signal_unwound_lets_go_of_the_signals_frames():
+@pytest.mark.parametrize(
+    "cause", [None, ValueError("the store said no")], ids=["plain", "raised-from-another"]
+)
+def test_an_error_raised_while_a_signal_unwound_lets_go_of_the_signals_frames(cause):
+    """An error raised while a signal's exception unwinds has it as ``__context__``, also when it is raised
+    ``from`` another error (its ``__cause__``)."""
     signal_err, ref = _caught(KeyboardInterrupt())
     try:
         try:
             raise signal_err
         except KeyboardInterrupt:
-            raise RuntimeError("the store refused the cleanup write") from None
-    except RuntimeError as err:
-        assert err.__context__ is signal_err
-        release_unwound_frames(err)
-    assert ref() is None
-
-
-def test_a_signal_beside_an_error_raised_from_another_is_found():
-    """``raise X from Y`` while a signal's exception unwinds: the signal is X's ``__context__``, not its cause."""
-    signal_err, ref = _caught(KeyboardInterrupt())
-    try:
-        try:
-            raise signal_err
-        except KeyboardInterrupt:
-            raise RuntimeError("the cleanup failed") from ValueError("the store said no")
+            raise RuntimeError("the store refused the cleanup write") from cause
     except RuntimeError as err:
         assert err.__context__ is signal_err
         release_unwound_frames(err)
