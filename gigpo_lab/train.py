@@ -73,8 +73,6 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
 
     # a run's CPU cost includes importing torch, building its envs (game generation) and model
     cpu_start = cpu_seconds()
-    from gigpo_lab.training.run_cost import RunCost
-
     reporter = reporter if reporter is not None else Reporter()
     runtime, loop = _checked_settings(cfg)
     out = output_dir(cfg)
@@ -82,7 +80,11 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
     if is_launch_rank_zero():
         reporter.header(cfg, tracker.uri, out, tracker.tags.get("model", "?"))
 
+    # Lightning (and torch) are imported only once the config has passed: a refused config answers in a
+    # second. Their import is still inside the run's cost, which counts from ``cpu_start``.
     import lightning as L
+
+    from gigpo_lab.training.run_cost import RunCost
 
     _quiet_lightning()
     runtime.apply_threads()

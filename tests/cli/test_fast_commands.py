@@ -1,6 +1,6 @@
 """The commands a person waits on import neither torch, Lightning nor MLflow (issue #46): ``gigpo-lab --help``,
 ``train --help``, ``train ... --cfg job``, a config mistake (still refused at compose time, with the valid
-options) and ``docs``. Each runs as its own process; what it imported is read from ``sys.modules`` at its end.
+options), a value ``train``'s checks refuse, and ``docs``. Each runs as its own process; what it imported is read from ``sys.modules`` at its end.
 No test asserts a time: ``experiments/bench/bench_cli.py`` measures them."""
 
 from __future__ import annotations
@@ -64,6 +64,15 @@ def test_a_bad_value_is_refused_at_compose_time_without_torch(tmp_path):
     code, _, stderr, heavy = _run(["train", "estimator.mode=mean_nrom"], tmp_path)
     assert code == 2 and "mean_std_norm" in stderr  # the schema's Enum, from the estimator's own module
     assert heavy == []
+
+
+def test_a_value_train_refuses_is_refused_before_torch_is_imported(tmp_path):
+    """A value the schema types but ``train``'s own checks refuse (``validate_config``): Lightning and torch are
+    imported only after the checks pass."""
+    code, _, stderr, heavy = _run(["train", "rollout.group_size=1"], tmp_path)
+    assert code == 2 and "rollout.group_size=1 is not allowed" in stderr
+    assert heavy == []
+    assert not (tmp_path / "mlflow.db").exists()
 
 
 def test_docs_imports_no_heavy_library(tmp_path):
