@@ -10,6 +10,7 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import property_examples  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from tiny_sizes import TINY  # noqa: E402 - re-exported for the tests
 
@@ -21,6 +22,18 @@ settings.load_profile("lab")
 #: Set by `make test-vllm` (in .venv-vllm): there vllm must import and a `vllm`-marked test that skips fails, so
 #: that a broken install or a missing wheel cannot pass as a run of skips.
 VLLM_VENV = os.environ.get("GIGPO_LAB_VLLM_VENV") == "1"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--thorough",
+        action="store_true",
+        help="property tests draw their thorough count of examples, derandomized (tests/property_examples.py)",
+    )
+
+
+def pytest_configure(config):
+    property_examples.THOROUGH = config.getoption("--thorough")
 
 
 def pytest_sessionstart(session):

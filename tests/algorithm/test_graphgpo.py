@@ -12,15 +12,16 @@ import pytest
 import torch
 from advantage_oracle import Row, batches, columns
 from graphgpo_oracle import goal_distance, graphgpo, reverse_bfs, step_returns
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_examples import examples
 
 from gigpo_lab.algorithm import MissingColumnError, build_estimator, check_requirements, compute_advantages
 from gigpo_lab.algorithm.transition_graph import UNREACHABLE, goal_distances
 
-EXAMPLES = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = examples(70, 400)
 #: The invariants (a relation between two runs of the estimator) at fewer examples than the oracle's.
-INVARIANTS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+INVARIANTS = examples(50, 200)
 _gamma = st.one_of(st.sampled_from([0.0, 0.1, 0.5, 1.0]), st.floats(0.0, 1.0))
 PARAMS = st.fixed_dictionaries(
     {
@@ -56,7 +57,7 @@ def test_matches_the_oracle(rows, params):
     assert_matches(rows, params)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@INVARIANTS
 @given(rows=batches(max_steps=4), params=PARAMS, threshold=st.sampled_from([0.5, 0.9, 0.95]))
 def test_similarity_merging_matches_the_oracle(rows, params, threshold):
     assert_matches(rows, {**params, "anchor_similarity_threshold": threshold})

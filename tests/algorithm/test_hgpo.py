@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 from advantage_oracle import Row, batches, columns, hgpo, hgpo_on_rounding_edge
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
+from property_examples import examples
 
 from gigpo_lab.algorithm import MissingColumnError, build_estimator, check_requirements, compute_advantages
 
-EXAMPLES = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = examples(120, 800)
 
 _mode = st.sampled_from(["mean_norm", "mean_std_norm"])
 _penalty = st.sampled_from([0.0, 0.1, 1.0])
@@ -102,7 +103,7 @@ def test_gigpo_at_its_defaults_is_hgpo_with_history_0_add_and_unbiased_std():
     assert torch.equal(got, compute_advantages("gigpo", **columns(rows)))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@examples(70, 400)
 @given(rows=batches(rewards=_grid_reward, max_steps=6), params=PARAMS, data=st.data())
 def test_permuting_the_rows_permutes_the_output(rows, params, data):
     """On exact returns (dyadic rewards, gamma in {0, 0.5, 1}). With any float the row order changes the

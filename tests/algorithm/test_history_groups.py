@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import torch
 from advantage_oracle import Row, batches, columns, hgpo
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from property_examples import examples
 
 from gigpo_lab.algorithm import compute_advantages, history_groups
 from gigpo_lab.algorithm.grouping import rank
@@ -22,7 +23,7 @@ from gigpo_lab.algorithm.history_groups import (
 )
 from gigpo_lab.algorithm.prepare import prepare_rows
 
-EXAMPLES = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = examples(70, 400)
 
 
 def oracle_partition(rows, k):

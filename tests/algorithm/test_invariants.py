@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 from advantage_oracle import Row, batches, columns
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from property_examples import examples
 
 from gigpo_lab.algorithm import (
     available_estimators,
@@ -20,7 +21,7 @@ from gigpo_lab.algorithm import (
 from gigpo_lab.algorithm.returns import trajectory_layout
 from gigpo_lab.batch import StepBatch
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = examples(70, 400)
 _mode = st.sampled_from(["mean_norm", "mean_std_norm"])
 _over = st.sampled_from(["rows", "trajectories"])
 _singleton = st.sampled_from(["raw", "zero"])

@@ -1,4 +1,5 @@
-"""Every estimator against the loop oracle (tests/advantage_oracle.py) on 500 random batches each.
+"""Every estimator against the loop oracle (tests/advantage_oracle.py) on random batches: 100 each in the default
+suite, 1,500 each in ``make test-slow`` (tests/property_examples.py).
 
 The batches have random group sizes (singletons included), repeated anchors inside a trajectory, invalid
 rows, constant groups, arbitrary int64 ids and shuffled rows; the parameters are drawn too.
@@ -9,17 +10,13 @@ from __future__ import annotations
 import pytest
 import torch
 from advantage_oracle import ORACLES, TEXTS, Row, batches, columns
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from property_examples import examples
 
 from gigpo_lab.algorithm import compute_advantages
 
-EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-#: The slow suite's sweep: five times the default suite's examples for every estimator, the same ones every run
-#: (derandomized: what passed here passes in CI).
-THOROUGH = settings(
-    max_examples=1500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
-)
+EXAMPLES = examples(100, 600)
 
 _mode = st.sampled_from(["mean_norm", "mean_std_norm"])
 _penalty = st.sampled_from([0.0, 0.1, 1.0])
@@ -67,21 +64,9 @@ def assert_matches_oracle(name: str, rows: list[Row], params: dict) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))
-@EXAMPLES
+@examples(100, 1500)
 @given(data=st.data())
 def test_matches_the_loop_oracle(name, data):
-    _drawn_matches_oracle(name, data)
-
-
-@pytest.mark.slow  # about 5 times the default test's 40 s
-@pytest.mark.parametrize("name", sorted(PARAMS))
-@THOROUGH
-@given(data=st.data())
-def test_matches_the_loop_oracle_thoroughly(name, data):
-    _drawn_matches_oracle(name, data)
-
-
-def _drawn_matches_oracle(name: str, data) -> None:
     """One drawn batch and parameter set of estimator ``name`` against its loop oracle."""
     rows = data.draw(batches(), label="rows")
     params = data.draw(PARAMS[name], label="params")

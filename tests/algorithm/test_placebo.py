@@ -16,15 +16,16 @@ from dataclasses import replace
 import pytest
 import torch
 from advantage_oracle import ORACLES, batches, columns
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from property_examples import examples
 from test_oracle import PARAMS
 
 from gigpo_lab.algorithm import compute_advantages
 from gigpo_lab.algorithm.grouping import dense_ids
 from gigpo_lab.algorithm.placebo import placebo_keys, shuffle_step_groups
 
-EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = examples(100, 600)
 SEEDS = st.integers(min_value=-(2**40), max_value=2**40)
 
 
