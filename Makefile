@@ -29,7 +29,7 @@ test: install
 
 test-slow: install
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # 5 = no slow tests collected
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m property --thorough  # the estimators' property tests again, with their thorough example counts (tests/property_examples.py)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m 'property and not slow and not vllm and not gpu' --thorough  # the property tests again at their thorough example counts (tests/property_examples.py)
 
 bench: install
 	$(PY) experiments/bench/bench_advantages.py

@@ -80,8 +80,9 @@ def train(cfg: DictConfig, reporter: Reporter | None = None) -> dict[str, float]
     if is_launch_rank_zero():
         reporter.header(cfg, tracker.uri, out, tracker.tags.get("model", "?"))
 
-    # Lightning (and torch) are imported only once the config has passed: a refused config answers in a
-    # second. Their import is still inside the run's cost, which counts from ``cpu_start``.
+    # Lightning is first imported here, once the config, the strategy (``auto`` needs no import) and the store
+    # have passed their checks, so a refusal answers without it (and without torch, unless the loop settings'
+    # optimizer class was built). The run's cost counts from ``cpu_start``, so these imports are still in it.
     import lightning as L
 
     from gigpo_lab.training.run_cost import RunCost

@@ -23,11 +23,14 @@ def examples(default: int, thorough: int) -> Callable:
     ``--thorough``; no deadline; the test is marked ``property`` (the marker ``make test-slow`` selects)."""
 
     def decorate(test: Callable) -> Callable:
+        # the quick pass leaves ``derandomize`` to the loaded profile: Hypothesis's own ``ci`` profile (loaded when
+        # CI is set) derandomizes it too
+        fixed = {"derandomize": True} if THOROUGH else {}
         chosen = settings(
             max_examples=thorough if THOROUGH else default,
             deadline=None,
-            derandomize=THOROUGH,
             suppress_health_check=[HealthCheck.too_slow],
+            **fixed,
         )
         return pytest.mark.property(chosen(test))
 

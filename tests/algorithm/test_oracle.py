@@ -1,5 +1,5 @@
 """Every estimator against the loop oracle (tests/advantage_oracle.py) on random batches: 100 each in the default
-suite, 1,500 each in ``make test-slow`` (tests/property_examples.py).
+suite, 1,500 each in ``make test-slow`` (tests/property_examples.py); the other property tests here draw 100 and 600.
 
 The batches have random group sizes (singletons included), repeated anchors inside a trajectory, invalid
 rows, constant groups, arbitrary int64 ids and shuffled rows; the parameters are drawn too.

@@ -1,6 +1,7 @@
 """The commands a person waits on import neither torch, Lightning nor MLflow (issue #46): ``gigpo-lab --help``,
 ``train --help``, ``train ... --cfg job``, a config mistake (still refused at compose time, with the valid
-options), a value ``train``'s checks refuse, and ``docs``. Each runs as its own process; what it imported is read from ``sys.modules`` at its end.
+options), a value ``train``'s checks refuse, and ``docs``; an unreachable store is refused before Lightning is imported.
+Each runs as its own process; what it imported is read from ``sys.modules`` at its end.
 No test asserts a time: ``experiments/bench/bench_cli.py`` measures them."""
 
 from __future__ import annotations
@@ -73,6 +74,15 @@ def test_a_value_train_refuses_is_refused_before_torch_is_imported(tmp_path):
     assert code == 2 and "rollout.group_size=1 is not allowed" in stderr
     assert heavy == []
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_an_unreachable_store_is_refused_before_lightning_is_imported(tmp_path):
+    """The store is checked before anything is built. MLflow is imported for the check, and torch for the loop
+    settings' optimizer class (``instantiate(cfg.trainer)``, which must pass before the check creates a store)."""
+    (tmp_path / "a_file").write_text("")
+    code, _, stderr, heavy = _run(["train", f"tracking.uri=sqlite:///{tmp_path}/a_file/mlflow.db"], tmp_path)
+    assert code != 0 and "cannot be reached" in stderr, stderr[-3000:]
+    assert heavy == ["torch", "mlflow"]
 
 
 def test_docs_imports_no_heavy_library(tmp_path):
