@@ -39,9 +39,8 @@ def check_strategy(strategy: Any) -> None:
     spawns or forks its workers (``ddp_spawn``, ``ddp_fork``, ``ddp_notebook``): the iterations run in
     worker processes, so the process that called ``train`` holds none of their state to save or report.
     """
-    if (
-        strategy == "auto"
-    ):  # Lightning's default, no registered class: nothing to refuse, Lightning not imported
+    # Lightning's default has no registered class: nothing to refuse, and Lightning is not imported for it
+    if strategy == "auto":
         return
     from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, ModelParallelStrategy
 
